@@ -37,3 +37,24 @@ class Transition(NamedTuple):
     terminated: Array
     truncated: Array
     next_obs: Array
+
+
+class Rollout(NamedTuple):
+    """A batch of on-policy experience from ``B`` envs over ``T`` steps.
+
+    Attributes:
+        obs: observations ``[T + 1, B, *obs_shape]``; ``obs[t + 1]`` follows
+            ``action[t]`` (after an episode end it is the real final observation).
+        action: actions ``[T, B]``.
+        reward: rewards ``[T, B]``.
+        terminated: ``[T, B]`` bool.
+        truncated: ``[T, B]`` bool.
+        valid: ``[T, B]`` bool, False on envpool reset steps (not transitions).
+    """
+
+    obs: Array
+    action: Array
+    reward: Array
+    terminated: Array
+    truncated: Array
+    valid: Array

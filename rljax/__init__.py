@@ -1,0 +1,3 @@
+"""rljax: deep reinforcement-learning agents as pure JAX functions."""
+
+__version__ = "0.1.0"

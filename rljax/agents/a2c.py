@@ -1,0 +1,230 @@
+"""Advantage actor-critic, synchronous (A2C; Mnih et al. 2016, "Asynchronous
+Methods for Deep Reinforcement Learning", in its batched synchronous form).
+
+``num_envs`` envs are stepped ``rollout_len`` times; the learner computes
+bootstrapped n-step returns (or GAE, Schulman et al. 2016) from the critic,
+advantages ``A = G - V(s)``, and takes one gradient step on
+
+    policy loss  -log pi(a|s) * A          (A normalized over the batch by default)
+    entropy     -entropy_coef * H[pi(.|s)]
+    value loss   (G - V(s))^2              (MSE)
+
+By default actor and critic are separate networks with their own Adam optimizer;
+``shared_torso=True`` gives one torso with two heads and one optimizer (actor_lr),
+the value loss weighted by ``value_coef``. Envpool reset steps are masked out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import struct
+
+from rljax import losses
+from rljax.agents.base import Agent, check_positive, check_range, check_sizes
+from rljax.envs.spec import EnvSpec
+from rljax.networks import core as nets
+from rljax.networks.distributions import categorical_sample, greedy
+from rljax.types import Array, Metrics, Params, PRNGKey, Rollout
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class A2CConfig:
+    """A2C hyperparameters (defaults: the rljax reference design).
+
+    Attributes:
+        num_envs: parallel environments.
+        rollout_len: env steps per env between updates (n of the n-step return).
+        gamma: discount.
+        gae_lambda: use GAE(lambda) when set; bootstrapped n-step returns when None.
+        normalize_advantages: standardize advantages over each batch.
+        entropy_coef: weight of the entropy bonus.
+        value_coef: weight of the value loss (shared torso only; with separate
+            networks the critic has its own optimizer).
+        actor_lr: Adam learning rate of the actor (and of the shared network).
+        critic_lr: Adam learning rate of the critic.
+        actor_hidden: hidden layer sizes of the actor (shared torso too).
+        critic_hidden: hidden layer sizes of the critic.
+        activation: hidden activation name.
+        shared_torso: one torso with policy and value heads.
+        max_grad_norm: clip each network's gradient to this global norm; None: off.
+    """
+
+    num_envs: int = 16
+    rollout_len: int = 5
+    gamma: float = 0.99
+    gae_lambda: float | None = None
+    normalize_advantages: bool = True
+    entropy_coef: float = 0.005
+    value_coef: float = 0.5
+    actor_lr: float = 5e-4
+    critic_lr: float = 7e-4
+    actor_hidden: tuple[int, ...] = (128, 128)
+    critic_hidden: tuple[int, ...] = (64, 64)
+    activation: str = "relu"
+    shared_torso: bool = False
+    max_grad_norm: float | None = None
+
+    def __post_init__(self):
+        check_positive(self, "num_envs", "rollout_len", integer=True)
+        check_positive(self, "actor_lr", "critic_lr")
+        check_range(self, "gamma", 0.0, 1.0)
+        check_range(self, "gae_lambda", 0.0, 1.0, optional=True)
+        check_range(self, "entropy_coef", 0.0, 1e3)
+        check_range(self, "value_coef", 0.0, 1e3)
+        check_range(self, "max_grad_norm", 1e-12, 1e12, optional=True)
+        check_sizes(self, "actor_hidden")
+        check_sizes(self, "critic_hidden")
+        nets.get_activation(self.activation)
+        for name in ("normalize_advantages", "shared_torso"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
+
+    @property
+    def steps_per_update(self) -> int:
+        return self.num_envs * self.rollout_len
+
+
+@struct.dataclass
+class A2CState:
+    """Train state: parameters, optimizer state and number of updates done."""
+
+    params: Params
+    opt_state: optax.OptState
+    step: Array
+
+
+class _Nets(NamedTuple):
+    actor: nets.Network
+    critic: nets.Network | None  # None: actor is the shared actor-critic network
+
+
+def _networks(config: A2CConfig, spec: EnvSpec) -> _Nets:
+    if config.shared_torso:
+        return _Nets(nets.make_actor_critic(spec.obs_shape, spec.num_actions,
+                                            config.actor_hidden, config.activation), None)
+    return _Nets(
+        nets.make_policy_network(spec.obs_shape, spec.num_actions, config.actor_hidden,
+                                 config.activation),
+        nets.make_value_network(spec.obs_shape, config.critic_hidden, config.activation),
+    )
+
+
+def _make_optimizer(config: A2CConfig) -> optax.GradientTransformation:
+    def adam(lr):
+        clip = [optax.clip_by_global_norm(config.max_grad_norm)] if config.max_grad_norm else []
+        # One flat vector per network: a handful of kernels instead of several per
+        # parameter array, which is most of an update's cost on XLA:CPU.
+        return optax.flatten(optax.chain(*clip, optax.adam(lr)))
+
+    if config.shared_torso:
+        return adam(config.actor_lr)
+    labels = lambda params: {k: jax.tree.map(lambda _: k, v) for k, v in params.items()}
+    return optax.multi_transform(
+        {"actor": adam(config.actor_lr), "critic": adam(config.critic_lr)}, labels)
+
+
+def _logits(networks: _Nets, params: Params, obs: Array) -> Array:
+    if networks.critic is None:
+        return networks.actor.apply(params, obs)[0]
+    return networks.actor.apply(params["actor"], obs)
+
+
+def init(config: A2CConfig, spec: EnvSpec, key: PRNGKey) -> A2CState:
+    networks = _networks(config, spec)
+    obs = jnp.zeros((1,) + spec.obs_shape, spec.obs_dtype)
+    actor_key, critic_key = jax.random.split(key)
+    if networks.critic is None:
+        params = networks.actor.init(actor_key, obs)
+    else:
+        params = {"actor": networks.actor.init(actor_key, obs),
+                  "critic": networks.critic.init(critic_key, obs)}
+    opt_state = _make_optimizer(config).init(params)
+    return A2CState(params=params, opt_state=opt_state, step=jnp.zeros((), jnp.int32))
+
+
+def act(config: A2CConfig, spec: EnvSpec, params: Params, obs: Array, key: PRNGKey,
+        step: Array) -> tuple[Array, dict]:
+    del step
+    logits = _logits(_networks(config, spec), params, obs)
+    return categorical_sample(key, logits), {"logits": logits}
+
+
+def greedy_act(config: A2CConfig, spec: EnvSpec, params: Params, obs: Array) -> Array:
+    return greedy(_logits(_networks(config, spec), params, obs))
+
+
+def advantages_and_returns(config: A2CConfig, batch: Rollout,
+                           values: Array) -> tuple[Array, Array]:
+    """Advantages and value targets ``[T, B]`` from ``values [T + 1, B]``."""
+    discount = config.gamma * (1.0 - batch.terminated.astype(jnp.float32))
+    end = batch.terminated | batch.truncated
+    v_tm1, v_t = values[:-1], values[1:]
+    if config.gae_lambda is None:
+        returns = jax.vmap(losses.n_step_returns, in_axes=1, out_axes=1)(
+            batch.reward, discount, end, v_t)
+        adv = returns - v_tm1
+    else:
+        gae = functools.partial(losses.gae_advantages, lambda_=config.gae_lambda)
+        adv = jax.vmap(gae, in_axes=1, out_axes=1)(batch.reward, discount, end, v_tm1, v_t)
+        returns = adv + v_tm1
+    return jax.lax.stop_gradient(adv), jax.lax.stop_gradient(returns)
+
+
+def loss(config: A2CConfig, spec: EnvSpec, params: Params,
+         batch: Rollout) -> tuple[Array, Metrics]:
+    """A2C loss on a rollout; returns ``(loss, metrics)``."""
+    networks = _networks(config, spec)
+    if networks.critic is None:
+        logits, values = networks.actor.apply(params, batch.obs)
+        logits = logits[:-1]
+    else:  # the actor never needs the last observation
+        logits = networks.actor.apply(params["actor"], batch.obs[:-1])
+        values = networks.critic.apply(params["critic"], batch.obs)
+    adv, returns = advantages_and_returns(config, batch, values)
+    mask = batch.valid
+    if config.normalize_advantages:
+        adv = losses.normalize(adv, mask)
+    pg = losses.masked_mean(losses.policy_gradient_loss(logits, batch.action, adv), mask)
+    entropy = -losses.masked_mean(losses.entropy_loss(logits), mask)
+    vloss = losses.masked_mean(losses.value_loss(values[:-1], returns), mask)
+    value_weight = config.value_coef if config.shared_torso else 1.0
+    total = pg - config.entropy_coef * entropy + value_weight * vloss
+    metrics = {"loss": total, "policy_loss": pg, "value_loss": vloss, "entropy": entropy,
+               "value_mean": losses.masked_mean(values[:-1], mask)}
+    return total, metrics
+
+
+def update(config: A2CConfig, spec: EnvSpec, state: A2CState, batch: Rollout,
+           key: PRNGKey) -> tuple[A2CState, Metrics]:
+    del key
+    grads, metrics = jax.grad(functools.partial(loss, config, spec), has_aux=True)(
+        state.params, batch)
+    updates, opt_state = _make_optimizer(config).update(grads, state.opt_state, state.params)
+    params = optax.apply_updates(state.params, updates)
+    metrics["grad_norm"] = optax.global_norm(grads)
+    return A2CState(params=params, opt_state=opt_state, step=state.step + 1), metrics
+
+
+def make_a2c(config: A2CConfig, spec: EnvSpec) -> Agent:
+    """Builds the A2C agent for a discrete-action environment.
+
+    Raises:
+        ValueError: if the environment's actions are continuous.
+    """
+    if not spec.discrete:
+        raise ValueError(
+            f"A2C in rljax needs a discrete action space, but {spec.task_id} has continuous "
+            f"actions of shape {spec.action_shape}; use a continuous-control agent (DDPG)")
+    return Agent(
+        init=functools.partial(init, config, spec),
+        act=functools.partial(act, config, spec),
+        update=functools.partial(update, config, spec),
+        greedy_act=functools.partial(greedy_act, config, spec),
+        params=lambda state: state.params,
+    )

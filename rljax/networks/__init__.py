@@ -1,0 +1,29 @@
+"""Networks as ``Network(init, apply)`` pairs; the only users of flax.linen."""
+
+from rljax.networks.core import MLP
+from rljax.networks.core import NatureCNN
+from rljax.networks.core import Network
+from rljax.networks.core import make_actor_critic
+from rljax.networks.core import make_mlp
+from rljax.networks.core import make_nature_cnn
+from rljax.networks.core import make_policy_network
+from rljax.networks.core import make_value_network
+from rljax.networks.distributions import categorical_entropy
+from rljax.networks.distributions import categorical_log_prob
+from rljax.networks.distributions import categorical_sample
+from rljax.networks.distributions import greedy
+
+__all__ = [
+    "MLP",
+    "NatureCNN",
+    "Network",
+    "categorical_entropy",
+    "categorical_log_prob",
+    "categorical_sample",
+    "greedy",
+    "make_actor_critic",
+    "make_mlp",
+    "make_nature_cnn",
+    "make_policy_network",
+    "make_value_network",
+]
