@@ -1,0 +1,90 @@
+"""Command line: ``rljax train | presets``.
+
+Mistakes in what the user typed (unknown preset, field or value, bad task id)
+print one line ``rljax: error: ...`` and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+
+EXIT_USAGE = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, status 2, like every other usage error
+        self.exit(EXIT_USAGE, f"rljax: error: {message}\n")
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="rljax", description="Deep RL agents as pure JAX functions.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    train = sub.add_parser("train", help="train an agent from a preset")
+    train.add_argument("preset", help="preset name (see `rljax presets`)")
+    train.add_argument("--env", help="envpool task id to use instead of the preset's")
+    train.add_argument("--total-steps", help="env-step budget over all envs")
+    train.add_argument("--seed", help="random seed (default 0)")
+    train.add_argument("--num-envs", help="number of parallel envs")
+    train.add_argument("--logdir", help="parent folder of run directories (default runs/)")
+    train.add_argument("--set", action="append", metavar="FIELD=VALUE", default=[],
+                       help="override an agent config field; repeatable")
+    train.add_argument("--quiet", action="store_true", help="no progress display")
+
+    sub.add_parser("presets", help="list presets with their env, agent and key hyperparameters")
+    return parser
+
+
+def _cmd_presets() -> int:
+    from rljax.algorithms import ALGORITHMS
+    from rljax.presets import PRESETS
+
+    rows = []
+    for p in PRESETS.values():
+        cfg = dataclasses.asdict(p.config)
+        keys = p.key_params or tuple(cfg)
+        params = ", ".join(f"{k}={cfg[k]}" for k in keys)
+        rows.append((p.name, p.env_id, p.algo, f"{p.total_steps:,}", params, p.notes))
+    print(f"{'preset':<26}{'env':<14}{'agent':<7}{'steps':>12}  key hyperparameters")
+    for name, env, algo, steps, params, notes in rows:
+        print(f"{name:<26}{env:<14}{algo:<7}{steps:>12}  {params}")
+        if notes:
+            print(f"{'':<26}{'':<14}{'':<7}{'':>12}  ({notes})")
+    print()
+    for a in ALGORITHMS.values():
+        print(f"{a.name}: {a.description}")
+    return 0
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    from rljax.config import from_preset, parse_assignments
+    from rljax.training.driver import train_run
+
+    run = from_preset(args.preset, env=args.env, total_steps=args.total_steps, seed=args.seed,
+                      num_envs=args.num_envs, logdir=args.logdir,
+                      **parse_assignments(args.set))
+    try:
+        result = train_run(run, progress=not args.quiet)
+    except KeyboardInterrupt:
+        print("rljax: interrupted; metrics so far are in the run directory", file=sys.stderr)
+        return 130
+    print(json.dumps({"run_dir": result.run_dir, **result.summary}, indent=2))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _build_parser().parse_args(argv)
+    try:
+        if args.command == "presets":
+            return _cmd_presets()
+        return _cmd_train(args)
+    except ValueError as e:  # user input rejected at the boundary
+        print(f"rljax: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,210 @@
+"""Run configuration, overrides from the command line, and their validation."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import types
+import typing
+from typing import Any
+
+from rljax.algorithms import get_algorithm
+from rljax.presets import Preset, get_preset
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RunConfig:
+    """Everything that defines a training run.
+
+    Attributes:
+        algo: algorithm name.
+        env_id: envpool task id.
+        config: the agent's config dataclass.
+        total_steps: env-step budget over all envs; rounded up to whole chunks.
+        seed: seeds parameters, exploration and the envs.
+        threshold: solve threshold for ``solved_at_step`` (None: never).
+        env_options: extra envpool options as ``((name, value), ...)``.
+        chunk_steps: env steps per compiled chunk.
+        logdir: parent folder of run directories.
+        preset: name of the preset it came from, if any.
+    """
+
+    algo: str
+    env_id: str
+    config: Any
+    total_steps: int
+    seed: int = 0
+    threshold: float | None = None
+    env_options: tuple[tuple[str, Any], ...] = ()
+    chunk_steps: int = 20_000
+    logdir: str = "runs"
+    preset: str | None = None
+
+    def __post_init__(self):
+        algo = get_algorithm(self.algo)
+        if not isinstance(self.config, algo.config_cls):
+            raise ValueError(f"config for {self.algo} must be a {algo.config_cls.__name__}, "
+                             f"got {type(self.config).__name__}")
+        for name in ("total_steps", "chunk_steps"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not (
+                0 <= self.seed < 2**31):
+            raise ValueError(f"seed must be an integer in [0, 2**31), got {self.seed!r}")
+
+    def to_dict(self) -> dict:
+        return {
+            "preset": self.preset,
+            "algo": self.algo,
+            "env_id": self.env_id,
+            "total_steps": self.total_steps,
+            "seed": self.seed,
+            "threshold": self.threshold,
+            "env_options": dict(self.env_options),
+            "chunk_steps": self.chunk_steps,
+            "logdir": self.logdir,
+            "config": dataclasses.asdict(self.config),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> RunConfig:
+        algo = get_algorithm(data["algo"])
+        config = build_config(algo.config_cls, data["config"])
+        return cls(algo=data["algo"], env_id=data["env_id"], config=config,
+                   total_steps=data["total_steps"], seed=data["seed"],
+                   threshold=data.get("threshold"),
+                   env_options=tuple(sorted(data.get("env_options", {}).items())),
+                   chunk_steps=data.get("chunk_steps", 20_000),
+                   logdir=data.get("logdir", "runs"), preset=data.get("preset"))
+
+
+def _field_types(config_cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(config_cls)
+
+
+def _describe(tp: Any) -> str:
+    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
+
+
+def _coerce(name: str, tp: Any, value: Any) -> Any:
+    """Converts ``value`` (a string from the command line, or a Python value) to ``tp``."""
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        if value is None or (isinstance(value, str) and value.lower() in ("none", "null")):
+            if type(None) in args:
+                return None
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _coerce(name, arg, value)
+            except ValueError as e:
+                errors.append(str(e))
+        raise ValueError(f"bad value {value!r} for {name}: expected {_describe(tp)}")
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "1", "yes", "on"):
+            return True
+        if isinstance(value, str) and value.lower() in ("false", "0", "no", "off"):
+            return False
+        raise ValueError(f"bad value {value!r} for {name}: expected true or false")
+    if tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        try:
+            number = float(str(value).replace("_", ""))
+        except ValueError:
+            number = float("nan")
+        if number.is_integer():
+            return int(number)
+        raise ValueError(f"bad value {value!r} for {name}: expected an integer")
+    if tp is float:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+        try:
+            return float(str(value).replace("_", ""))
+        except ValueError:
+            raise ValueError(f"bad value {value!r} for {name}: expected a number") from None
+    if tp is str:
+        return str(value)
+    if origin is tuple:
+        item = args[0] if args else str
+        if isinstance(value, str):
+            parts = [p for p in value.strip("()[] ").split(",") if p.strip()]
+        else:
+            parts = list(value)
+        return tuple(_coerce(name, item, p.strip() if isinstance(p, str) else p) for p in parts)
+    return value
+
+
+def build_config(config_cls: type, values: dict[str, Any], base: Any = None) -> Any:
+    """Builds (or updates ``base`` of) ``config_cls`` from ``values``.
+
+    Raises:
+        ValueError: unknown field (with close matches and the allowed names), a
+            value of the wrong type, or one the config's validation rejects.
+    """
+    types_ = _field_types(config_cls)
+    init_fields = [f.name for f in dataclasses.fields(config_cls) if f.init]
+    coerced = {}
+    for name, value in values.items():
+        if name not in init_fields:
+            close = difflib.get_close_matches(name, init_fields, n=3)
+            hint = f" (did you mean {', '.join(map(repr, close))}?)" if close else ""
+            raise ValueError(f"unknown field {name!r} for {config_cls.__name__}{hint}; "
+                             f"allowed: {', '.join(init_fields)}")
+        coerced[name] = _coerce(name, types_[name], value)
+    if base is None:
+        return config_cls(**coerced)
+    return dataclasses.replace(base, **coerced)
+
+
+def parse_assignments(items: list[str] | None) -> dict[str, str]:
+    """Parses ``["field=value", ...]`` into a dict; ValueError on a malformed item."""
+    out = {}
+    for item in items or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise ValueError(f"--set expects field=value, got {item!r}")
+        out[name.strip()] = value.strip()
+    return out
+
+
+def from_preset(preset: str | Preset, *, env: str | None = None, total_steps: int | None = None,
+                seed: int | None = None, num_envs: int | None = None,
+                logdir: str | None = None, **overrides: Any) -> RunConfig:
+    """A RunConfig from a preset, with run-level and agent-field overrides.
+
+    Agent fields may be given as strings (from ``--set``) or Python values.
+    """
+    p = preset if isinstance(preset, Preset) else get_preset(preset)
+    algo = get_algorithm(p.algo)
+    if num_envs is not None:
+        overrides["num_envs"] = num_envs
+    config = build_config(algo.config_cls, overrides, base=p.config)
+    if env is not None:
+        from rljax.envs.spec import check_task_id
+
+        check_task_id(env)
+    env_id = env or p.env_id
+    threshold = p.threshold if env is None or env == p.env_id else None
+    if threshold is None and env is not None:
+        threshold = _task_threshold(env_id)
+    return RunConfig(
+        algo=p.algo, env_id=env_id, config=config,
+        total_steps=p.total_steps if total_steps is None else _coerce(
+            "total_steps", int, total_steps),
+        seed=0 if seed is None else _coerce("seed", int, seed), threshold=threshold,
+        env_options=p.env_options if env is None else (), chunk_steps=p.chunk_steps,
+        logdir=logdir or "runs", preset=p.name)
+
+
+def _task_threshold(env_id: str) -> float | None:
+    import envpool
+
+    value = getattr(envpool.make_spec(env_id).config, "reward_threshold", None)
+    return None if value is None else float(value)

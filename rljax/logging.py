@@ -1,0 +1,113 @@
+"""Metric sinks and the progress display (host side)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+from typing import Any, TextIO
+
+import numpy as np
+
+
+def to_jsonable(value: Any) -> Any:
+    """Converts NumPy/JAX scalars and arrays to JSON values; NaN and inf become None."""
+    if isinstance(value, dict):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [to_jsonable(v) for v in value]
+    if hasattr(value, "shape") and getattr(value, "shape", None) not in (None, ()):
+        return to_jsonable(np.asarray(value).tolist())
+    if isinstance(value, bool | np.bool_):
+        return bool(value)
+    if isinstance(value, int | np.integer):
+        return int(value)
+    if isinstance(value, float | np.floating) or hasattr(value, "dtype"):
+        value = float(value)
+        return value if math.isfinite(value) else None
+    return value
+
+
+def write_json(path: str, data: Any) -> None:
+    """Writes JSON atomically (temp file + rename), so a crash never leaves half a file."""
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(to_jsonable(data), f, indent=2, sort_keys=False)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+class JsonlWriter:
+    """Appends one JSON object per line and flushes, so rows survive a crash."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self._file = open(path, "a")
+
+    def write(self, row: dict) -> None:
+        self._file.write(json.dumps(to_jsonable(row)) + "\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def read_jsonl(path: str) -> list[dict]:
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def _fmt_duration(seconds: float) -> str:
+    if not math.isfinite(seconds) or seconds < 0:
+        return "--:--"
+    seconds = int(round(seconds))
+    h, rem = divmod(seconds, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m:02d}:{s:02d}"
+
+
+class Progress:
+    """One-line live progress: env steps, steps/s, recent mean return, ETA.
+
+    On a terminal the line is redrawn in place; otherwise (logs, CI) a full line
+    is printed at most every ``interval`` seconds.
+    """
+
+    def __init__(self, total_steps: int, stream: TextIO | None = None, enabled: bool = True,
+                 interval: float = 10.0, label: str = ""):
+        self.total = total_steps
+        self.stream = stream or sys.stderr
+        self.enabled = enabled
+        self.tty = enabled and hasattr(self.stream, "isatty") and self.stream.isatty()
+        self.interval = interval
+        self.label = label
+        self._last_print = -math.inf
+        self._width = 0
+
+    def update(self, steps: int, sps: float, mean_return: float | None, eta_s: float,
+               force: bool = False) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if not (self.tty or force or now - self._last_print >= self.interval):
+            return
+        self._last_print = now
+        pct = 100.0 * steps / max(self.total, 1)
+        ret = "   n/a" if mean_return is None or not math.isfinite(mean_return) else (
+            f"{mean_return:8.2f}")
+        line = (f"{self.label}{steps:>11,}/{self.total:,} steps ({pct:5.1f}%) | "
+                f"{sps:>9,.0f} steps/s | return(100) {ret} | ETA {_fmt_duration(eta_s)}")
+        if self.tty:
+            pad = max(0, self._width - len(line))
+            self.stream.write("\r" + line + " " * pad)
+            self._width = len(line)
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.enabled and self.tty:
+            self.stream.write("\n")
+            self.stream.flush()

@@ -1,0 +1,160 @@
+"""The host driver: runs compiled chunks until the step budget is spent.
+
+Between chunks it reads a few scalars (episode statistics, mean losses), draws
+the progress line and appends a row to ``metrics.jsonl``. At the end it writes
+``summary.json``. A run directory holds::
+
+    config.json     the RunConfig
+    metrics.jsonl   one row per chunk
+    summary.json    totals, timing, final return, solved_at_step
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+import os
+import time
+from typing import Any, NamedTuple
+
+import jax
+import numpy as np
+
+from rljax import envs
+from rljax.algorithms import get_algorithm
+from rljax.config import RunConfig
+from rljax.envs.stats import last_episodes
+from rljax.logging import JsonlWriter, Progress, write_json
+from rljax.training.loop import LoopState, Trainer
+
+
+class RunResult(NamedTuple):
+    """What a finished (or interrupted) run leaves behind.
+
+    Attributes:
+        run_dir: the run directory.
+        state: the final :class:`LoopState` (on the device).
+        summary: the summary dict written to ``summary.json``.
+        metrics: the rows written to ``metrics.jsonl``.
+        agent: the agent the run trained.
+        spec: the environment's spec.
+    """
+
+    run_dir: str
+    state: LoopState
+    summary: dict
+    metrics: list[dict]
+    agent: Any
+    spec: envs.EnvSpec
+
+
+def make_run_dir(run: RunConfig) -> str:
+    name = run.preset or f"{run.algo}-{run.env_id}"
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    base = os.path.join(run.logdir, f"{name}-s{run.seed}-{stamp}")
+    path, i = base, 1
+    while os.path.exists(path):
+        i += 1
+        path = f"{base}-{i}"
+    os.makedirs(path)
+    return path
+
+
+def build(run: RunConfig) -> tuple[envs.Env, Any, Trainer, int]:
+    """Builds env, agent and trainer for ``run``; returns them and the chunk count."""
+    algo = get_algorithm(run.algo)
+    env = envs.make(run.env_id, run.config.num_envs, run.seed, **dict(run.env_options))
+    agent = algo.make_agent(run.config, env.spec)
+    steps_per_update = run.config.steps_per_update
+    total_updates = max(1, math.ceil(run.total_steps / steps_per_update))
+    num_chunks = max(1, math.ceil(total_updates / max(1, run.chunk_steps // steps_per_update)))
+    updates_per_chunk = math.ceil(total_updates / num_chunks)
+    trainer = algo.make_trainer(agent, env, run.config, updates_per_chunk, run.threshold)
+    return env, agent, trainer, num_chunks
+
+
+def _chunk_row(metrics: dict, stats: Any, prev_episodes: int) -> dict:
+    row = {k: float(np.mean(v)) for k, v in metrics.items()}
+    new = int(stats.episodes) - prev_episodes
+    rets, lens = last_episodes(stats, new)
+    rets100, _ = last_episodes(stats, 100)
+    row["episodes"] = int(stats.episodes)
+    row["episode_return_mean"] = float(np.mean(rets)) if len(rets) else None
+    row["episode_length_mean"] = float(np.mean(lens)) if len(lens) else None
+    row["return_mean_100"] = float(np.mean(rets100)) if len(rets100) else None
+    return row
+
+
+def train_run(run: RunConfig, *, run_dir: str | None = None, progress: bool = True) -> RunResult:
+    """Trains as ``run`` says, writing the run directory; returns a :class:`RunResult`.
+
+    On KeyboardInterrupt the metrics so far and a summary marked
+    ``"interrupted": true`` are written before the exception propagates.
+    """
+    start = time.perf_counter()
+    env, agent, trainer, num_chunks = build(run)
+    run_dir = run_dir or make_run_dir(run)
+    os.makedirs(run_dir, exist_ok=True)
+    write_json(os.path.join(run_dir, "config.json"), run.to_dict())
+    state = trainer.init(jax.random.key(run.seed))
+    compile_start = time.perf_counter()
+    chunk = trainer.chunk.lower(state).compile()
+    compile_time = time.perf_counter() - compile_start
+    total = num_chunks * trainer.steps_per_chunk
+    display = Progress(total, enabled=progress, label=f"[{run.preset or run.algo}] ")
+    writer = JsonlWriter(os.path.join(run_dir, "metrics.jsonl"))
+    rows: list[dict] = []
+    prev_episodes, interrupted = 0, False
+    train_start = time.perf_counter()
+    try:
+        for _ in range(num_chunks):
+            t0 = time.perf_counter()
+            state, metrics = chunk(state)
+            metrics, stats, env_steps = jax.device_get((metrics, state.env.stats,
+                                                        state.env_steps))
+            now = time.perf_counter()
+            row = {"env_steps": int(env_steps), "wall_time_s": now - start,
+                   "sps": trainer.steps_per_chunk / max(now - t0, 1e-9)}
+            row.update(_chunk_row(metrics, stats, prev_episodes))
+            prev_episodes = row["episodes"]
+            rows.append(row)
+            writer.write(row)
+            avg_sps = int(env_steps) / max(now - train_start, 1e-9)
+            display.update(int(env_steps), avg_sps, row["return_mean_100"],
+                           (total - int(env_steps)) / max(avg_sps, 1e-9))
+    except KeyboardInterrupt:
+        interrupted = True
+        raise
+    finally:
+        display.close()
+        writer.close()
+        summary = _summary(run, state, rows, start, train_start, compile_time, interrupted)
+        write_json(os.path.join(run_dir, "summary.json"), summary)
+    return RunResult(run_dir, state, summary, rows, agent, env.spec)
+
+
+def _summary(run: RunConfig, state: LoopState, rows: list[dict], start: float,
+             train_start: float, compile_time: float, interrupted: bool) -> dict:
+    stats, env_steps, solved_at = jax.device_get(
+        (state.env.stats, state.env_steps, state.solved_at))
+    rets, lens = last_episodes(stats, 100)
+    train_time = time.perf_counter() - train_start
+    summary = {
+        "preset": run.preset,
+        "algo": run.algo,
+        "env_id": run.env_id,
+        "seed": run.seed,
+        "env_steps": int(env_steps),
+        "wall_time_s": time.perf_counter() - start,
+        "compile_time_s": compile_time,
+        "sps": int(env_steps) / max(train_time, 1e-9),
+        "episodes": int(stats.episodes),
+        "final_return_mean": float(np.mean(rets)) if len(rets) else None,
+        "final_length_mean": float(np.mean(lens)) if len(lens) else None,
+        "threshold": run.threshold,
+        "solved_at_step": int(solved_at) if int(solved_at) >= 0 else None,
+        "device": str(jax.devices()[0].device_kind),
+    }
+    if interrupted:
+        summary["interrupted"] = True
+    return summary
