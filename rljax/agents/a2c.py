@@ -124,7 +124,8 @@ def _make_optimizer(config: A2CConfig) -> optax.GradientTransformation:
 
     if config.shared_torso:
         return adam(config.actor_lr)
-    labels = lambda params: {k: jax.tree.map(lambda _: k, v) for k, v in params.items()}
+    labels = lambda params: {name: jax.tree.map(lambda _, n=name: n, sub)
+                             for name, sub in params.items()}
     return optax.multi_transform(
         {"actor": adam(config.actor_lr), "critic": adam(config.critic_lr)}, labels)
 

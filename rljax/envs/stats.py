@@ -11,7 +11,6 @@ lives, finished at game over or time limit), which is the score papers report.
 
 from __future__ import annotations
 
-
 import jax.numpy as jnp
 from flax import struct
 

@@ -84,7 +84,18 @@ def gae_advantages(r_t: Array, discount_t: Array, end_t: Array, v_tm1: Array, v_
         lambda_: GAE lambda in [0, 1].
 
     Returns:
-        Advantages ``[T]``; ``advantages + v_tm1`` are the lambda-returns.
+        Advantages ``[T]``; where ``v_tm1[t + 1] == v_t[t]`` within episodes (as in
+        a rollout), ``advantages + v_tm1`` equal :func:`lambda_returns` with
+        ``lambda_t = lambda * (1 - end_t)``.
     """
-    lam = lambda_ * (1.0 - end_t.astype(r_t.dtype))
-    return lambda_returns(r_t, discount_t, v_t, lam) - v_tm1
+    delta_t = r_t + discount_t * v_t - v_tm1
+    decay_t = discount_t * lambda_ * (1.0 - end_t.astype(r_t.dtype))
+
+    def step(adv_next, xs):
+        delta, decay = xs
+        adv = delta + decay * adv_next
+        return adv, adv
+
+    _, adv = jax.lax.scan(step, jnp.zeros_like(r_t[-1]), (delta_t, decay_t), reverse=True,
+                          unroll=min(r_t.shape[0], 16))
+    return adv

@@ -1,0 +1,78 @@
+"""Helpers shared by the benchmarks: timing, env-only ceilings, result files."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+
+from rljax import envs
+from rljax.logging import to_jsonable
+
+RESULTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+
+
+def machine() -> dict:
+    return {
+        "device": str(jax.devices()[0].device_kind),
+        "platform": jax.default_backend(),
+        "cpu_count": os.cpu_count(),
+        "python": platform.python_version(),
+        "jax": jax.__version__,
+    }
+
+
+def timed(fn: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    jax.block_until_ready(fn())
+    return time.perf_counter() - start
+
+
+def make_random_rollout(env: envs.Env, steps: int):
+    """A jitted scan of ``steps`` env steps with uniformly random actions."""
+    spec = env.spec
+
+    def body(state, key):
+        if spec.discrete:
+            action = jax.random.randint(key, (spec.num_envs,), 0, spec.num_actions)
+        else:
+            action = jax.random.uniform(key, (spec.num_envs,) + spec.action_shape,
+                                        minval=jnp.asarray(spec.action_low),
+                                        maxval=jnp.asarray(spec.action_high))
+        state, _ = env.step(state, action)
+        return state, None
+
+    def run(state, key):
+        state, _ = jax.lax.scan(body, state, jax.random.split(key, steps))
+        return state
+
+    return jax.jit(run, donate_argnums=0)
+
+
+def interleaved(measure: dict[str, Callable[[], float]], rounds: int) -> dict[str, list[float]]:
+    """Runs each measurement ``rounds`` times, interleaved, so that machine noise
+    hits all of them alike; returns steps/s per round."""
+    out: dict[str, list[float]] = {name: [] for name in measure}
+    for _ in range(rounds):
+        for name, fn in measure.items():
+            out[name].append(fn())
+    return out
+
+
+def median(values: list[float]) -> float:
+    return float(statistics.median(values))
+
+
+def write_results(name: str, data: dict) -> str:
+    os.makedirs(RESULTS_DIR, exist_ok=True)
+    path = os.path.join(RESULTS_DIR, f"{name}.json")
+    with open(path, "w") as f:
+        json.dump(to_jsonable(data), f, indent=2)
+        f.write("\n")
+    return path
