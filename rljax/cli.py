@@ -1,4 +1,4 @@
-"""Command line: ``rljax train | presets``.
+"""Command line: ``rljax train | presets | plot``.
 
 Mistakes in what the user typed (unknown preset, field or value, bad task id)
 print one line ``rljax: error: ...`` and exit with status 2.
@@ -33,6 +33,16 @@ def _build_parser() -> argparse.ArgumentParser:
     train.add_argument("--set", action="append", metavar="FIELD=VALUE", default=[],
                        help="override an agent config field; repeatable")
     train.add_argument("--quiet", action="store_true", help="no progress display")
+    train.add_argument("--no-tensorboard", action="store_true",
+                       help="do not write TensorBoard event files")
+    train.add_argument("--wandb", metavar="PROJECT",
+                       help="also log to this Weights & Biases project (needs wandb)")
+
+    plot = sub.add_parser("plot", help="plot return against env steps for run directories")
+    plot.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
+    plot.add_argument("--out", default="curve.png", help="output PNG (default curve.png)")
+    plot.add_argument("--key", default="return_mean_100", help="metric to plot")
+    plot.add_argument("--title", help="plot title")
 
     sub.add_parser("presets", help="list presets with their env, agent and key hyperparameters")
     return parser
@@ -65,6 +75,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
     run = from_preset(args.preset, env=args.env, total_steps=args.total_steps, seed=args.seed,
                       num_envs=args.num_envs, logdir=args.logdir,
+                      tensorboard=not args.no_tensorboard, wandb_project=args.wandb,
                       **parse_assignments(args.set))
     try:
         result = train_run(run, progress=not args.quiet)
@@ -75,11 +86,24 @@ def _cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_plot(args: argparse.Namespace) -> int:
+    from rljax.plotting import check_run_dir, plot_runs
+
+    if not args.out.lower().endswith(".png"):
+        raise ValueError(f"--out must name a .png file, got {args.out!r}")
+    for run_dir in args.run_dirs:
+        check_run_dir(run_dir)
+    print(plot_runs(args.run_dirs, args.out, key=args.key, title=args.title))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _build_parser().parse_args(argv)
     try:
         if args.command == "presets":
             return _cmd_presets()
+        if args.command == "plot":
+            return _cmd_plot(args)
         return _cmd_train(args)
     except ValueError as e:  # user input rejected at the boundary
         print(f"rljax: error: {e}", file=sys.stderr)

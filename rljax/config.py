@@ -24,9 +24,11 @@ class RunConfig:
         seed: seeds parameters, exploration and the envs.
         threshold: solve threshold for ``solved_at_step`` (None: never).
         env_options: extra envpool options as ``((name, value), ...)``.
-        chunk_steps: env steps per compiled chunk.
+        chunk_steps: env steps per compiled chunk, and per metrics row.
         logdir: parent folder of run directories.
         preset: name of the preset it came from, if any.
+        tensorboard: also write TensorBoard event files into the run directory.
+        wandb_project: also log to this Weights & Biases project (needs wandb).
     """
 
     algo: str
@@ -39,6 +41,8 @@ class RunConfig:
     chunk_steps: int = 20_000
     logdir: str = "runs"
     preset: str | None = None
+    tensorboard: bool = True
+    wandb_project: str | None = None
 
     def __post_init__(self):
         algo = get_algorithm(self.algo)
@@ -64,6 +68,8 @@ class RunConfig:
             "env_options": dict(self.env_options),
             "chunk_steps": self.chunk_steps,
             "logdir": self.logdir,
+            "tensorboard": self.tensorboard,
+            "wandb_project": self.wandb_project,
             "config": dataclasses.asdict(self.config),
         }
 
@@ -76,7 +82,9 @@ class RunConfig:
                    threshold=data.get("threshold"),
                    env_options=tuple(sorted(data.get("env_options", {}).items())),
                    chunk_steps=data.get("chunk_steps", 20_000),
-                   logdir=data.get("logdir", "runs"), preset=data.get("preset"))
+                   logdir=data.get("logdir", "runs"), preset=data.get("preset"),
+                   tensorboard=data.get("tensorboard", True),
+                   wandb_project=data.get("wandb_project"))
 
 
 def _field_types(config_cls: type) -> dict[str, Any]:
@@ -176,7 +184,8 @@ def parse_assignments(items: list[str] | None) -> dict[str, str]:
 
 def from_preset(preset: str | Preset, *, env: str | None = None, total_steps: int | None = None,
                 seed: int | None = None, num_envs: int | None = None,
-                logdir: str | None = None, **overrides: Any) -> RunConfig:
+                logdir: str | None = None, tensorboard: bool = True,
+                wandb_project: str | None = None, **overrides: Any) -> RunConfig:
     """A RunConfig from a preset, with run-level and agent-field overrides.
 
     Agent fields may be given as strings (from ``--set``) or Python values.
@@ -200,7 +209,8 @@ def from_preset(preset: str | Preset, *, env: str | None = None, total_steps: in
             "total_steps", int, total_steps),
         seed=0 if seed is None else _coerce("seed", int, seed), threshold=threshold,
         env_options=p.env_options if env is None else (), chunk_steps=p.chunk_steps,
-        logdir=logdir or "runs", preset=p.name)
+        logdir=logdir or "runs", preset=p.name, tensorboard=tensorboard,
+        wandb_project=wandb_project)
 
 
 def _task_threshold(env_id: str) -> float | None:

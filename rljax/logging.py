@@ -111,3 +111,62 @@ class Progress:
         if self.enabled and self.tty:
             self.stream.write("\n")
             self.stream.flush()
+
+
+class TensorBoardSink:
+    """Writes numeric metrics as TensorBoard scalars (tensorboardX; no TensorFlow).
+
+    Scalars are logged against ``env_steps``; ``tensorboard --logdir RUN_DIR`` reads them.
+    """
+
+    def __init__(self, logdir: str):
+        from tensorboardX import SummaryWriter
+
+        self._writer = SummaryWriter(logdir=logdir, flush_secs=10)
+
+    def write(self, row: dict) -> None:
+        step = int(row.get("env_steps", 0))
+        for name, value in row.items():
+            if name == "env_steps" or isinstance(value, bool) or value is None:
+                continue
+            if isinstance(value, int | float | np.integer | np.floating) and math.isfinite(
+                    float(value)):
+                self._writer.add_scalar(name, float(value), global_step=step)
+
+    def close(self) -> None:
+        self._writer.flush()
+        self._writer.close()
+
+
+class WandbSink:
+    """Logs rows to Weights & Biases; needs the ``wandb`` package."""
+
+    def __init__(self, project: str, config: dict, name: str):
+        try:
+            import wandb
+        except ImportError:
+            raise ValueError("wandb logging was asked for but the wandb package is not "
+                             "installed; `pip install wandb` or drop --wandb") from None
+        self._run = wandb.init(project=project, config=config, name=name, reinit=True)
+
+    def write(self, row: dict) -> None:
+        self._run.log({k: v for k, v in row.items() if v is not None},
+                      step=int(row.get("env_steps", 0)))
+
+    def close(self) -> None:
+        self._run.finish()
+
+
+class Sinks:
+    """Fans rows out to several sinks."""
+
+    def __init__(self, sinks: list):
+        self.sinks = sinks
+
+    def write(self, row: dict) -> None:
+        for sink in self.sinks:
+            sink.write(row)
+
+    def close(self) -> None:
+        for sink in self.sinks:
+            sink.close()

@@ -5,8 +5,10 @@ the progress line and appends a row to ``metrics.jsonl``. At the end it writes
 ``summary.json``. A run directory holds::
 
     config.json     the RunConfig
-    metrics.jsonl   one row per chunk
+    metrics.jsonl   one row per ``chunk_steps`` env steps
     summary.json    totals, timing, final return, solved_at_step
+    curve.png       the learning curve
+    events.out.tfevents.*   the same metrics for TensorBoard
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import datetime
 import math
 import os
 import time
+import warnings
 from typing import Any, NamedTuple
 
 import jax
@@ -24,7 +27,7 @@ from rljax import envs
 from rljax.algorithms import get_algorithm
 from rljax.config import RunConfig
 from rljax.envs.stats import last_episodes
-from rljax.logging import JsonlWriter, Progress, write_json
+from rljax.logging import JsonlWriter, Progress, Sinks, TensorBoardSink, WandbSink, write_json
 from rljax.training.loop import LoopState, Trainer
 
 
@@ -68,13 +71,17 @@ def build(run: RunConfig) -> tuple[envs.Env, Any, Trainer, int]:
     steps_per_update = run.config.steps_per_update
     total_updates = max(1, math.ceil(run.total_steps / steps_per_update))
     num_chunks = max(1, math.ceil(total_updates / max(1, run.chunk_steps // steps_per_update)))
-    updates_per_chunk = math.ceil(total_updates / num_chunks)
-    trainer = algo.make_trainer(agent, env, run.config, updates_per_chunk, run.threshold)
+    # A trainer may compile fewer updates per chunk than asked (e.g. conv learners on
+    # XLA:CPU, which are slow inside rolled loops); the chunk count follows.
+    trainer = algo.make_trainer(agent, env, run.config, math.ceil(total_updates / num_chunks),
+                                run.threshold)
+    num_chunks = max(1, math.ceil(total_updates / trainer.updates_per_chunk))
     return env, agent, trainer, num_chunks
 
 
-def _chunk_row(metrics: dict, stats: Any, prev_episodes: int) -> dict:
-    row = {k: float(np.mean(v)) for k, v in metrics.items()}
+def _chunk_row(metrics: list[dict], stats: Any, prev_episodes: int) -> dict:
+    row = {k: float(np.nanmean(np.concatenate([np.ravel(m[k]) for m in metrics])))
+           for k in metrics[0]} if metrics else {}
     new = int(stats.episodes) - prev_episodes
     rets, lens = last_episodes(stats, new)
     rets100, _ = last_episodes(stats, 100)
@@ -101,24 +108,28 @@ def train_run(run: RunConfig, *, run_dir: str | None = None, progress: bool = Tr
     chunk = trainer.chunk.lower(state).compile()
     compile_time = time.perf_counter() - compile_start
     total = num_chunks * trainer.steps_per_chunk
+    log_every = max(1, round(run.chunk_steps / trainer.steps_per_chunk))
     display = Progress(total, enabled=progress, label=f"[{run.preset or run.algo}] ")
-    writer = JsonlWriter(os.path.join(run_dir, "metrics.jsonl"))
+    sinks = _open_sinks(run, run_dir)
     rows: list[dict] = []
+    pending: list[dict] = []
     prev_episodes, interrupted = 0, False
-    train_start = time.perf_counter()
+    train_start = period_start = time.perf_counter()
     try:
-        for _ in range(num_chunks):
-            t0 = time.perf_counter()
+        for i in range(num_chunks):
             state, metrics = chunk(state)
-            metrics, stats, env_steps = jax.device_get((metrics, state.env.stats,
+            pending.append(metrics)
+            if len(pending) < log_every and i < num_chunks - 1:
+                continue
+            metrics, stats, env_steps = jax.device_get((pending, state.env.stats,
                                                         state.env_steps))
             now = time.perf_counter()
             row = {"env_steps": int(env_steps), "wall_time_s": now - start,
-                   "sps": trainer.steps_per_chunk / max(now - t0, 1e-9)}
+                   "sps": len(pending) * trainer.steps_per_chunk / max(now - period_start, 1e-9)}
             row.update(_chunk_row(metrics, stats, prev_episodes))
-            prev_episodes = row["episodes"]
+            prev_episodes, pending, period_start = row["episodes"], [], now
             rows.append(row)
-            writer.write(row)
+            sinks.write(row)
             avg_sps = int(env_steps) / max(now - train_start, 1e-9)
             display.update(int(env_steps), avg_sps, row["return_mean_100"],
                            (total - int(env_steps)) / max(avg_sps, 1e-9))
@@ -127,10 +138,31 @@ def train_run(run: RunConfig, *, run_dir: str | None = None, progress: bool = Tr
         raise
     finally:
         display.close()
-        writer.close()
+        sinks.close()
         summary = _summary(run, state, rows, start, train_start, compile_time, interrupted)
         write_json(os.path.join(run_dir, "summary.json"), summary)
+        _plot_curve(run_dir)
     return RunResult(run_dir, state, summary, rows, agent, env.spec)
+
+
+def _open_sinks(run: RunConfig, run_dir: str) -> Sinks:
+    sinks: list = [JsonlWriter(os.path.join(run_dir, "metrics.jsonl"))]
+    if run.tensorboard:
+        sinks.append(TensorBoardSink(run_dir))
+    if run.wandb_project:
+        sinks.append(WandbSink(run.wandb_project, run.to_dict(), os.path.basename(run_dir)))
+    return Sinks(sinks)
+
+
+def _plot_curve(run_dir: str) -> None:
+    """Writes curve.png; a plotting failure must never cost the run its results."""
+    from rljax.plotting import load_curve, plot_runs
+
+    try:
+        if len(load_curve(run_dir)[0]):
+            plot_runs([run_dir], os.path.join(run_dir, "curve.png"))
+    except Exception as e:  # noqa: BLE001
+        warnings.warn(f"could not draw {run_dir}/curve.png: {e}", stacklevel=2)
 
 
 def _summary(run: RunConfig, state: LoopState, rows: list[dict], start: float,
