@@ -55,3 +55,32 @@ def check_sizes(config: Any, name: str) -> None:
 
 def config_fields(config_cls: type) -> dict[str, dataclasses.Field]:
     return {f.name: f for f in dataclasses.fields(config_cls)}
+
+
+class OffPolicyAgent(NamedTuple):
+    """An off-policy agent (DQN, DDPG) as a bundle of pure functions.
+
+    Attributes:
+        init: ``init(key) -> state``.
+        act: ``act(state, obs, key, step, new_episode) -> (action, state)``: the
+            exploring policy. ``step`` is the number of loop updates done so far
+            (schedules such as epsilon use it); ``new_episode [B]`` is True where the
+            previous step ended an episode (per-episode noise resets and decays).
+            Exploration state (OU noise, noise scale) lives in ``state``.
+        update: ``update(state, batch, key) -> (state, metrics, td_error)``: one
+            gradient step on a replay sample (``batch.transition`` an
+            ``NStepTransition [N]``, ``batch.weights [N]`` importance weights);
+            ``td_error [N]`` feeds the new priorities. Target networks are updated
+            here too.
+        greedy_act: ``greedy_act(params, obs) -> action``: the noise-free policy.
+        params: ``params(state) -> params`` for ``greedy_act``.
+        td_error: optional ``td_error(state, transition) -> [N]``, used to give new
+            transitions their initial TD error as priority (None: max priority).
+    """
+
+    init: Callable[..., Any]
+    act: Callable[..., Any]
+    update: Callable[..., Any]
+    greedy_act: Callable[..., Any]
+    params: Callable[[Any], Any]
+    td_error: Callable[..., Any] | None = None
