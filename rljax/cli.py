@@ -32,6 +32,9 @@ def _build_parser() -> argparse.ArgumentParser:
     train.add_argument("--logdir", help="parent folder of run directories (default runs/)")
     train.add_argument("--set", action="append", metavar="FIELD=VALUE", default=[],
                        help="override an agent config field; repeatable")
+    train.add_argument("--resume", metavar="RUN_DIR",
+                       help="continue the run saved in RUN_DIR (same preset and overrides; "
+                            "--total-steps may grow)")
     train.add_argument("--quiet", action="store_true", help="no progress display")
     train.add_argument("--no-tensorboard", action="store_true",
                        help="do not write TensorBoard event files")
@@ -71,17 +74,25 @@ def _cmd_presets() -> int:
 
 def _cmd_train(args: argparse.Namespace) -> int:
     from rljax.config import from_preset, parse_assignments
-    from rljax.training.driver import train_run
+    from rljax.training.driver import NonFiniteError, TrainingInterrupted, train_run
 
     run = from_preset(args.preset, env=args.env, total_steps=args.total_steps, seed=args.seed,
                       num_envs=args.num_envs, logdir=args.logdir,
                       tensorboard=not args.no_tensorboard, wandb_project=args.wandb,
                       **parse_assignments(args.set))
     try:
-        result = train_run(run, progress=not args.quiet)
-    except KeyboardInterrupt:
-        print("rljax: interrupted; metrics so far are in the run directory", file=sys.stderr)
+        result = train_run(run, progress=not args.quiet, resume=args.resume)
+    except TrainingInterrupted as e:
+        again = " ".join(a for a in sys.argv[1:] if a != "--resume" and a != args.resume)
+        print(f"rljax: {e}\nrljax: resume with: rljax {again} --resume {e.run_dir}",
+              file=sys.stderr)
         return 130
+    except KeyboardInterrupt:
+        print("rljax: stopped at once; metrics so far are in the run directory", file=sys.stderr)
+        return 130
+    except NonFiniteError as e:
+        print(f"rljax: error: {e}", file=sys.stderr)
+        return 1
     print(json.dumps({"run_dir": result.run_dir, **result.summary}, indent=2))
     return 0
 

@@ -27,6 +27,7 @@ class RunConfig:
         chunk_steps: env steps per compiled chunk, and per metrics row.
         logdir: parent folder of run directories.
         preset: name of the preset it came from, if any.
+        checkpoint_steps: save a checkpoint every this many env steps (and at the end).
         tensorboard: also write TensorBoard event files into the run directory.
         wandb_project: also log to this Weights & Biases project (needs wandb).
     """
@@ -41,6 +42,7 @@ class RunConfig:
     chunk_steps: int = 20_000
     logdir: str = "runs"
     preset: str | None = None
+    checkpoint_steps: int = 100_000
     tensorboard: bool = True
     wandb_project: str | None = None
 
@@ -49,7 +51,7 @@ class RunConfig:
         if not isinstance(self.config, algo.config_cls):
             raise ValueError(f"config for {self.algo} must be a {algo.config_cls.__name__}, "
                              f"got {type(self.config).__name__}")
-        for name in ("total_steps", "chunk_steps"):
+        for name in ("total_steps", "chunk_steps", "checkpoint_steps"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
@@ -67,6 +69,7 @@ class RunConfig:
             "threshold": self.threshold,
             "env_options": dict(self.env_options),
             "chunk_steps": self.chunk_steps,
+            "checkpoint_steps": self.checkpoint_steps,
             "logdir": self.logdir,
             "tensorboard": self.tensorboard,
             "wandb_project": self.wandb_project,
@@ -82,6 +85,7 @@ class RunConfig:
                    threshold=data.get("threshold"),
                    env_options=tuple(sorted(data.get("env_options", {}).items())),
                    chunk_steps=data.get("chunk_steps", 20_000),
+                   checkpoint_steps=data.get("checkpoint_steps", 100_000),
                    logdir=data.get("logdir", "runs"), preset=data.get("preset"),
                    tensorboard=data.get("tensorboard", True),
                    wandb_project=data.get("wandb_project"))

@@ -16,6 +16,8 @@ from __future__ import annotations
 import datetime
 import math
 import os
+import signal
+import threading
 import time
 import warnings
 from typing import Any, NamedTuple
@@ -23,7 +25,8 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
-from rljax import envs
+import rljax
+from rljax import checkpoint, envs
 from rljax.algorithms import get_algorithm
 from rljax.config import RunConfig
 from rljax.envs.stats import last_episodes
@@ -79,6 +82,57 @@ def build(run: RunConfig) -> tuple[envs.Env, Any, Trainer, int]:
     return env, agent, trainer, num_chunks
 
 
+class TrainingInterrupted(Exception):
+    """SIGINT or SIGTERM stopped training; a checkpoint was saved."""
+
+    def __init__(self, run_dir: str, env_steps: int):
+        super().__init__(f"training interrupted at env step {env_steps:,}; checkpoint and "
+                         f"metrics saved in {run_dir}")
+        self.run_dir = run_dir
+        self.env_steps = env_steps
+
+
+class NonFiniteError(RuntimeError):
+    """A loss or parameter became NaN or infinite."""
+
+
+class _StopSignals:
+    """Turns SIGINT/SIGTERM into a flag checked between chunks (main thread only)."""
+
+    def __init__(self):
+        self.received: int | None = None
+        self._previous: dict = {}
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum, frame):
+        if self.received is not None:  # a second Ctrl-C: stop now
+            raise KeyboardInterrupt
+        self.received = signum
+
+    def __exit__(self, *exc):
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+
+@jax.jit
+def _finite(tree) -> jax.Array:
+    leaves = [jax.numpy.all(jax.numpy.isfinite(x)) for x in jax.tree.leaves(tree)
+              if jax.numpy.issubdtype(x.dtype, jax.numpy.inexact)]
+    return jax.numpy.all(jax.numpy.stack(leaves)) if leaves else jax.numpy.array(True)
+
+
+def _nonfinite_metric(row: dict) -> str | None:
+    for name, value in row.items():
+        if isinstance(value, float) and math.isinf(value):
+            return name
+    return None
+
+
 def _chunk_row(metrics: list[dict], stats: Any, prev_episodes: int) -> dict:
     row = {k: float(np.nanmean(np.concatenate([np.ravel(m[k]) for m in metrics])))
            for k in metrics[0]} if metrics else {}
@@ -92,57 +146,106 @@ def _chunk_row(metrics: list[dict], stats: Any, prev_episodes: int) -> dict:
     return row
 
 
-def train_run(run: RunConfig, *, run_dir: str | None = None, progress: bool = True) -> RunResult:
+def _manifest(run: RunConfig) -> dict:
+    return {"rljax_version": rljax.__version__, "preset": run.preset, "algo": run.algo,
+            "env_id": run.env_id, "run": run.to_dict()}
+
+
+def train_run(run: RunConfig, *, run_dir: str | None = None, progress: bool = True,
+              resume: str | None = None) -> RunResult:
     """Trains as ``run`` says, writing the run directory; returns a :class:`RunResult`.
 
-    On KeyboardInterrupt the metrics so far and a summary marked
-    ``"interrupted": true`` are written before the exception propagates.
+    Args:
+        run: the run configuration.
+        run_dir: run directory (default: a new folder under ``run.logdir``).
+        progress: draw the progress line.
+        resume: a run directory whose checkpoint to continue from (its config must
+            match ``run`` except for the step budget and logging options).
+
+    Raises:
+        TrainingInterrupted: SIGINT/SIGTERM arrived; a checkpoint was saved first.
+        NonFiniteError: a loss or parameter became non-finite; the last finite
+            checkpoint is kept.
+        rljax.checkpoint.CheckpointError: ``resume`` does not hold a usable checkpoint.
     """
     start = time.perf_counter()
+    manifest = _manifest(run)
+    if resume is not None:
+        checkpoint.check_compatible(checkpoint.read_manifest(resume), manifest["run"])
+        run_dir = resume
     env, agent, trainer, num_chunks = build(run)
     run_dir = run_dir or make_run_dir(run)
     os.makedirs(run_dir, exist_ok=True)
     write_json(os.path.join(run_dir, "config.json"), run.to_dict())
     state = trainer.init(jax.random.key(run.seed))
+    if resume is not None:
+        state = checkpoint.restore(resume, state)
     compile_start = time.perf_counter()
     chunk = trainer.chunk.lower(state).compile()
     compile_time = time.perf_counter() - compile_start
     total = num_chunks * trainer.steps_per_chunk
     log_every = max(1, round(run.chunk_steps / trainer.steps_per_chunk))
+    save_every = max(1, round(run.checkpoint_steps / trainer.steps_per_chunk))
     display = Progress(total, enabled=progress, label=f"[{run.preset or run.algo}] ")
     sinks = _open_sinks(run, run_dir)
     rows: list[dict] = []
     pending: list[dict] = []
-    prev_episodes, interrupted = 0, False
+    first_steps = int(state.env_steps)
+    prev_episodes, interrupted = int(state.env.stats.episodes), False
+    done_chunks = first_steps // trainer.steps_per_chunk
     train_start = period_start = time.perf_counter()
     try:
-        for i in range(num_chunks):
-            state, metrics = chunk(state)
-            pending.append(metrics)
-            if len(pending) < log_every and i < num_chunks - 1:
-                continue
-            metrics, stats, env_steps = jax.device_get((pending, state.env.stats,
-                                                        state.env_steps))
-            now = time.perf_counter()
-            row = {"env_steps": int(env_steps), "wall_time_s": now - start,
-                   "sps": len(pending) * trainer.steps_per_chunk / max(now - period_start, 1e-9)}
-            row.update(_chunk_row(metrics, stats, prev_episodes))
-            prev_episodes, pending, period_start = row["episodes"], [], now
-            rows.append(row)
-            sinks.write(row)
-            avg_sps = int(env_steps) / max(now - train_start, 1e-9)
-            display.update(int(env_steps), avg_sps, row["return_mean_100"],
-                           (total - int(env_steps)) / max(avg_sps, 1e-9))
+        with _StopSignals() as stop:
+            for i in range(done_chunks, num_chunks):
+                state, metrics = chunk(state)
+                pending.append(metrics)
+                last = i == num_chunks - 1
+                if not (len(pending) >= log_every or last or stop.received):
+                    continue
+                if not bool(_finite(state.agent)):
+                    raise NonFiniteError(_nonfinite_message(run_dir, state, "parameter"))
+                metrics, stats, env_steps = jax.device_get((pending, state.env.stats,
+                                                            state.env_steps))
+                now = time.perf_counter()
+                row = {"env_steps": int(env_steps), "wall_time_s": now - start,
+                       "sps": len(pending) * trainer.steps_per_chunk / max(
+                           now - period_start, 1e-9)}
+                row.update(_chunk_row(metrics, stats, prev_episodes))
+                bad = _nonfinite_metric(row)
+                if bad is not None:
+                    raise NonFiniteError(_nonfinite_message(run_dir, state, bad))
+                prev_episodes, pending, period_start = row["episodes"], [], now
+                rows.append(row)
+                sinks.write(row)
+                avg_sps = (int(env_steps) - first_steps) / max(now - train_start, 1e-9)
+                display.update(int(env_steps), avg_sps, row["return_mean_100"],
+                               (total - int(env_steps)) / max(avg_sps, 1e-9))
+                if last or stop.received or (i + 1) % save_every == 0:
+                    checkpoint.save(run_dir, state, manifest)
+                if stop.received and not last:
+                    interrupted = True
+                    raise TrainingInterrupted(run_dir, int(env_steps))
     except KeyboardInterrupt:
         interrupted = True
         raise
     finally:
         display.close()
         sinks.close()
-        summary = _summary(run, state, rows, start, train_start, compile_time, interrupted)
+        summary = _summary(run, state, rows, start, train_start, compile_time, interrupted,
+                           first_steps)
         write_json(os.path.join(run_dir, "summary.json"), summary)
         _plot_curve(run_dir)
     return RunResult(run_dir, state, summary, rows, agent, env.spec)
+
+
+def _nonfinite_message(run_dir: str, state, quantity: str) -> str:
+    steps = int(state.env_steps)
+    try:
+        saved = checkpoint.read_manifest(run_dir).get("env_steps")
+        where = f"the last finite checkpoint (env step {saved:,}) is in {run_dir}"
+    except checkpoint.CheckpointError:
+        where = "no checkpoint had been saved yet"
+    return f"non-finite {quantity} by env step {steps:,}; training stopped; {where}"
 
 
 def _open_sinks(run: RunConfig, run_dir: str) -> Sinks:
@@ -166,7 +269,8 @@ def _plot_curve(run_dir: str) -> None:
 
 
 def _summary(run: RunConfig, state: LoopState, rows: list[dict], start: float,
-             train_start: float, compile_time: float, interrupted: bool) -> dict:
+             train_start: float, compile_time: float, interrupted: bool,
+             first_steps: int = 0) -> dict:
     stats, env_steps, solved_at = jax.device_get(
         (state.env.stats, state.env_steps, state.solved_at))
     rets, lens = last_episodes(stats, 100)
@@ -179,7 +283,7 @@ def _summary(run: RunConfig, state: LoopState, rows: list[dict], start: float,
         "env_steps": int(env_steps),
         "wall_time_s": time.perf_counter() - start,
         "compile_time_s": compile_time,
-        "sps": int(env_steps) / max(train_time, 1e-9),
+        "sps": (int(env_steps) - first_steps) / max(train_time, 1e-9),
         "episodes": int(stats.episodes),
         "final_return_mean": float(np.mean(rets)) if len(rets) else None,
         "final_length_mean": float(np.mean(lens)) if len(lens) else None,
@@ -189,4 +293,6 @@ def _summary(run: RunConfig, state: LoopState, rows: list[dict], start: float,
     }
     if interrupted:
         summary["interrupted"] = True
+    if first_steps:
+        summary["resumed_from_step"] = first_steps
     return summary
