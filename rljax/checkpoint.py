@@ -29,7 +29,7 @@ from rljax.logging import write_json
 CHECKPOINT_DIR = "checkpoint"
 # Fields that may differ between a checkpoint and the run resuming it.
 RESUMABLE_CHANGES = ("total_steps", "logdir", "tensorboard", "wandb_project", "chunk_steps",
-                     "checkpoint_steps")
+                     "checkpoint_steps", "stop_on_solve")
 
 
 class CheckpointError(ValueError):
@@ -41,7 +41,8 @@ def _payload(state) -> dict:
     stats = stats.replace(running_return=jnp.zeros_like(stats.running_return),
                           running_length=jnp.zeros_like(stats.running_length))
     return {"agent": state.agent, "memory": state.memory, "key": jax.random.key_data(state.key),
-            "env_steps": state.env_steps, "solved_at": state.solved_at, "stats": stats}
+            "env_steps": state.env_steps, "solved_at": state.solved_at, "stats": stats,
+            "batches": state.batches}
 
 
 def save(run_dir: str, state, manifest: dict) -> str:
@@ -124,4 +125,5 @@ def restore(run_dir: str, template):
         agent=jax.tree.map(jnp.asarray, loaded["agent"]),
         memory=jax.tree.map(jnp.asarray, loaded["memory"]),
         key=key, env_steps=jnp.asarray(loaded["env_steps"]),
+        batches=jax.tree.map(jnp.asarray, loaded["batches"]),
         solved_at=jnp.asarray(loaded["solved_at"]), env=env)

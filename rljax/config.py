@@ -28,6 +28,7 @@ class RunConfig:
         logdir: parent folder of run directories.
         preset: name of the preset it came from, if any.
         checkpoint_steps: save a checkpoint every this many env steps (and at the end).
+        stop_on_solve: end training at the first chunk after ``threshold`` is reached.
         tensorboard: also write TensorBoard event files into the run directory.
         wandb_project: also log to this Weights & Biases project (needs wandb).
     """
@@ -43,6 +44,7 @@ class RunConfig:
     logdir: str = "runs"
     preset: str | None = None
     checkpoint_steps: int = 100_000
+    stop_on_solve: bool = False
     tensorboard: bool = True
     wandb_project: str | None = None
 
@@ -70,6 +72,7 @@ class RunConfig:
             "env_options": dict(self.env_options),
             "chunk_steps": self.chunk_steps,
             "checkpoint_steps": self.checkpoint_steps,
+            "stop_on_solve": self.stop_on_solve,
             "logdir": self.logdir,
             "tensorboard": self.tensorboard,
             "wandb_project": self.wandb_project,
@@ -86,6 +89,7 @@ class RunConfig:
                    env_options=tuple(sorted(data.get("env_options", {}).items())),
                    chunk_steps=data.get("chunk_steps", 20_000),
                    checkpoint_steps=data.get("checkpoint_steps", 100_000),
+                   stop_on_solve=data.get("stop_on_solve", False),
                    logdir=data.get("logdir", "runs"), preset=data.get("preset"),
                    tensorboard=data.get("tensorboard", True),
                    wandb_project=data.get("wandb_project"))
@@ -213,6 +217,7 @@ def from_preset(preset: str | Preset, *, env: str | None = None, total_steps: in
             "total_steps", int, total_steps),
         seed=0 if seed is None else _coerce("seed", int, seed), threshold=threshold,
         env_options=p.env_options if env is None else (), chunk_steps=p.chunk_steps,
+        stop_on_solve=p.stop_on_solve,
         logdir=logdir or "runs", preset=p.name, tensorboard=tensorboard,
         wandb_project=wandb_project)
 

@@ -23,6 +23,7 @@ class Preset:
             (None: the task's own reward threshold, if any).
         env_options: extra envpool options.
         chunk_steps: env steps per compiled chunk (how often the host looks).
+        stop_on_solve: end training once the threshold is reached.
         key_params: config fields shown by ``rljax presets``.
         notes: anything a user should know about the preset.
     """
@@ -35,6 +36,7 @@ class Preset:
     threshold: float | None = None
     env_options: tuple[tuple[str, Any], ...] = ()
     chunk_steps: int = 20_000
+    stop_on_solve: bool = False
     key_params: tuple[str, ...] = ()
     notes: str = ""
 

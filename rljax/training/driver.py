@@ -199,7 +199,7 @@ def train_run(run: RunConfig, *, run_dir: str | None = None, progress: bool = Tr
             for i in range(done_chunks, num_chunks):
                 state, metrics = chunk(state)
                 pending.append(metrics)
-                last = i == num_chunks - 1
+                last = i == num_chunks - 1 or (run.stop_on_solve and int(state.solved_at) >= 0)
                 if not (len(pending) >= log_every or last or stop.received):
                     continue
                 if not bool(_finite(state.agent)):
@@ -225,6 +225,8 @@ def train_run(run: RunConfig, *, run_dir: str | None = None, progress: bool = Tr
                 if stop.received and not last:
                     interrupted = True
                     raise TrainingInterrupted(run_dir, int(env_steps))
+                if last:
+                    break
     except KeyboardInterrupt:
         interrupted = True
         raise

@@ -25,6 +25,7 @@ class LoopState:
         solved_at: first env step at which the mean return of the last
             ``window`` episodes reached the threshold, -1 while not yet.
         memory: replay memory of off-policy loops (None for on-policy ones).
+        batches: replay batches sampled so far (off-policy loops; None otherwise).
     """
 
     agent: Any
@@ -33,6 +34,7 @@ class LoopState:
     env_steps: Array
     solved_at: Array
     memory: Any = None
+    batches: Any = None
 
 
 class Trainer(NamedTuple):

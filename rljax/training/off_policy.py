@@ -40,6 +40,7 @@ def make_off_policy_trainer(agent: OffPolicyAgent, env: Env, memory: Memory, *,
                             updates_per_chunk: int,
                             beta_fn: Callable[[jax.Array], jax.Array] | None = None,
                             initial_priorities: bool = False, unroll: bool = False,
+                            flush_every: int | None = None,
                             threshold: float | None = None) -> Trainer:
     """Builds the compiled off-policy training loop.
 
@@ -55,19 +56,24 @@ def make_off_policy_trainer(agent: OffPolicyAgent, env: Env, memory: Memory, *,
         initial_priorities: give new transitions their TD error as priority
             (needs ``agent.td_error``) instead of the maximum priority.
         unroll: unroll gradient steps and updates (conv nets on XLA:CPU).
+        flush_every: empty the replay memory after every this many sampled
+            batches (None: never), for agents that learn only from recent data.
         threshold: solve threshold for ``solved_at`` (None: never solved).
     """
     if initial_priorities and agent.td_error is None:
         raise ValueError("initial_priorities needs an agent with a td_error function")
+    if flush_every is not None and (not isinstance(flush_every, int) or flush_every < 1):
+        raise ValueError(f"flush_every must be an integer >= 1 or None, got {flush_every!r}")
     num_envs = env.spec.num_envs
     beta_fn = beta_fn or (lambda step: jnp.ones((), jnp.float32))
+    example = _example_transition(env)
 
     def init(key: jax.Array) -> LoopState:
         agent_key, key = jax.random.split(key)
         env_steps, solved_at = initial_counters()
         return LoopState(agent=agent.init(agent_key), env=env.reset(), key=key,
                          env_steps=env_steps, solved_at=solved_at,
-                         memory=memory.init(_example_transition(env)))
+                         memory=memory.init(example), batches=jnp.zeros((), jnp.int32))
 
     def env_step(carry, key):
         agent_state, env_state, mem_state, update_step = carry
@@ -108,8 +114,16 @@ def make_off_policy_trainer(agent: OffPolicyAgent, env: Env, memory: Memory, *,
         def skip(agent_state, mem_state, beta, key):
             return agent_state, mem_state, metrics_template(agent_state, mem_state, beta, key)
 
+        learning = memory.can_sample(mem_state)
         agent_state, mem_state, metrics = jax.lax.cond(
-            memory.can_sample(mem_state), learn, skip, agent_state, mem_state, beta, learn_key)
+            learning, learn, skip, agent_state, mem_state, beta, learn_key)
+        sampled = state.batches + learning.astype(jnp.int32) * grad_steps
+        if flush_every is not None:
+            # Flush when this update's batches cross a multiple of flush_every.
+            flush = sampled // flush_every > state.batches // flush_every
+            mem_state = jax.lax.cond(flush, lambda m: memory.init(example), lambda m: m,
+                                     mem_state)
+        state = state.replace(batches=sampled)
         metrics = dict(metrics, replay_size=memory.size(mem_state).astype(jnp.float32),
                        beta=beta)
         state = state.replace(agent=agent_state, env=env_state, memory=mem_state, key=key,
