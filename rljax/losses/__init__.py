@@ -8,14 +8,28 @@ from rljax.losses.policy_gradient import value_loss
 from rljax.losses.returns import gae_advantages
 from rljax.losses.returns import lambda_returns
 from rljax.losses.returns import n_step_returns
+from rljax.losses.value_learning import ddpg_actor_loss
+from rljax.losses.value_learning import ddpg_critic_td
+from rljax.losses.value_learning import double_q_learning_td
+from rljax.losses.value_learning import huber_loss
+from rljax.losses.value_learning import l2_loss
+from rljax.losses.value_learning import q_learning_td
+from rljax.losses.value_learning import weighted_td_loss
 
 __all__ = [
+    "ddpg_actor_loss",
+    "ddpg_critic_td",
+    "double_q_learning_td",
     "entropy_loss",
     "gae_advantages",
+    "huber_loss",
+    "l2_loss",
     "lambda_returns",
     "masked_mean",
     "n_step_returns",
     "normalize",
     "policy_gradient_loss",
+    "q_learning_td",
     "value_loss",
+    "weighted_td_loss",
 ]

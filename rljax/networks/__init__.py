@@ -8,22 +8,32 @@ from rljax.networks.core import make_mlp
 from rljax.networks.core import make_nature_cnn
 from rljax.networks.core import make_policy_network
 from rljax.networks.core import make_value_network
+from rljax.networks.ddpg import make_ddpg_actor
+from rljax.networks.ddpg import make_ddpg_critic
 from rljax.networks.distributions import categorical_entropy
 from rljax.networks.distributions import categorical_log_prob
 from rljax.networks.distributions import categorical_sample
 from rljax.networks.distributions import greedy
+from rljax.networks.noisy import NoisyDense
+from rljax.networks.noisy import noise_like
+from rljax.networks.value import make_q_network
 
 __all__ = [
     "MLP",
     "NatureCNN",
     "Network",
+    "NoisyDense",
     "categorical_entropy",
     "categorical_log_prob",
     "categorical_sample",
     "greedy",
     "make_actor_critic",
+    "make_ddpg_actor",
+    "make_ddpg_critic",
     "make_mlp",
     "make_nature_cnn",
     "make_policy_network",
+    "make_q_network",
     "make_value_network",
+    "noise_like",
 ]
