@@ -3,6 +3,8 @@
 __version__ = "0.1.0"
 
 from rljax.api import Run
+from rljax.api import evaluate
+from rljax.api import load
 from rljax.api import train
 from rljax.config import RunConfig
 from rljax.presets import PRESETS
@@ -14,5 +16,7 @@ __all__ = [
     "Run",
     "RunConfig",
     "__version__",
+    "evaluate",
+    "load",
     "train",
 ]

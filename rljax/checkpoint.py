@@ -29,7 +29,7 @@ from rljax.logging import write_json
 CHECKPOINT_DIR = "checkpoint"
 # Fields that may differ between a checkpoint and the run resuming it.
 RESUMABLE_CHANGES = ("total_steps", "logdir", "tensorboard", "wandb_project", "chunk_steps",
-                     "checkpoint_steps", "stop_on_solve")
+                     "checkpoint_steps", "stop_on_solve", "eval_every", "eval_episodes")
 
 
 class CheckpointError(ValueError):

@@ -1,4 +1,4 @@
-"""Command line: ``rljax train | presets | plot``.
+"""Command line: ``rljax train | eval | presets | plot``.
 
 Mistakes in what the user typed (unknown preset, field or value, bad task id)
 print one line ``rljax: error: ...`` and exit with status 2.
@@ -35,11 +35,19 @@ def _build_parser() -> argparse.ArgumentParser:
     train.add_argument("--resume", metavar="RUN_DIR",
                        help="continue the run saved in RUN_DIR (same preset and overrides; "
                             "--total-steps may grow)")
+    train.add_argument("--eval-every", metavar="STEPS",
+                       help="evaluate the noise-free policy every STEPS env steps")
+    train.add_argument("--eval-episodes", metavar="N", help="episodes per evaluation (10)")
     train.add_argument("--quiet", action="store_true", help="no progress display")
     train.add_argument("--no-tensorboard", action="store_true",
                        help="do not write TensorBoard event files")
     train.add_argument("--wandb", metavar="PROJECT",
                        help="also log to this Weights & Biases project (needs wandb)")
+
+    ev = sub.add_parser("eval", help="evaluate a run's saved policy on fresh envs")
+    ev.add_argument("run_dir", metavar="RUN_DIR")
+    ev.add_argument("--episodes", default="10", help="number of episodes (default 10)")
+    ev.add_argument("--seed", help="seed of the evaluation envs")
 
     plot = sub.add_parser("plot", help="plot return against env steps for run directories")
     plot.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
@@ -79,6 +87,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     run = from_preset(args.preset, env=args.env, total_steps=args.total_steps, seed=args.seed,
                       num_envs=args.num_envs, logdir=args.logdir,
                       tensorboard=not args.no_tensorboard, wandb_project=args.wandb,
+                      eval_every=args.eval_every, eval_episodes=args.eval_episodes,
                       **parse_assignments(args.set))
     try:
         result = train_run(run, progress=not args.quiet, resume=args.resume)
@@ -108,6 +117,19 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_eval(args: argparse.Namespace) -> int:
+    from rljax.api import evaluate, load
+    from rljax.config import _coerce
+
+    episodes = _coerce("episodes", int, args.episodes)
+    seed = None if args.seed is None else _coerce("seed", int, args.seed)
+    run = load(args.run_dir)
+    result = evaluate(run, episodes=episodes, seed=seed)
+    print(json.dumps({"run_dir": args.run_dir, "env_id": run.config.env_id,
+                      "env_steps": int(run.state.env_steps), **result}, indent=2))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _build_parser().parse_args(argv)
     try:
@@ -115,6 +137,8 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_presets()
         if args.command == "plot":
             return _cmd_plot(args)
+        if args.command == "eval":
+            return _cmd_eval(args)
         return _cmd_train(args)
     except ValueError as e:  # user input rejected at the boundary
         print(f"rljax: error: {e}", file=sys.stderr)

@@ -29,6 +29,9 @@ class RunConfig:
         preset: name of the preset it came from, if any.
         checkpoint_steps: save a checkpoint every this many env steps (and at the end).
         stop_on_solve: end training at the first chunk after ``threshold`` is reached.
+        eval_every: evaluate the noise-free policy every this many env steps (0: never;
+            always once at the end when set).
+        eval_episodes: episodes per evaluation (one fresh env each).
         tensorboard: also write TensorBoard event files into the run directory.
         wandb_project: also log to this Weights & Biases project (needs wandb).
     """
@@ -45,6 +48,8 @@ class RunConfig:
     preset: str | None = None
     checkpoint_steps: int = 100_000
     stop_on_solve: bool = False
+    eval_every: int = 0
+    eval_episodes: int = 10
     tensorboard: bool = True
     wandb_project: str | None = None
 
@@ -53,7 +58,10 @@ class RunConfig:
         if not isinstance(self.config, algo.config_cls):
             raise ValueError(f"config for {self.algo} must be a {algo.config_cls.__name__}, "
                              f"got {type(self.config).__name__}")
-        for name in ("total_steps", "chunk_steps", "checkpoint_steps"):
+        if isinstance(self.eval_every, bool) or not isinstance(self.eval_every, int) or (
+                self.eval_every < 0):
+            raise ValueError(f"eval_every must be an integer >= 0, got {self.eval_every!r}")
+        for name in ("total_steps", "chunk_steps", "checkpoint_steps", "eval_episodes"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
@@ -73,6 +81,8 @@ class RunConfig:
             "chunk_steps": self.chunk_steps,
             "checkpoint_steps": self.checkpoint_steps,
             "stop_on_solve": self.stop_on_solve,
+            "eval_every": self.eval_every,
+            "eval_episodes": self.eval_episodes,
             "logdir": self.logdir,
             "tensorboard": self.tensorboard,
             "wandb_project": self.wandb_project,
@@ -90,6 +100,8 @@ class RunConfig:
                    chunk_steps=data.get("chunk_steps", 20_000),
                    checkpoint_steps=data.get("checkpoint_steps", 100_000),
                    stop_on_solve=data.get("stop_on_solve", False),
+                   eval_every=data.get("eval_every", 0),
+                   eval_episodes=data.get("eval_episodes", 10),
                    logdir=data.get("logdir", "runs"), preset=data.get("preset"),
                    tensorboard=data.get("tensorboard", True),
                    wandb_project=data.get("wandb_project"))
@@ -193,7 +205,8 @@ def parse_assignments(items: list[str] | None) -> dict[str, str]:
 def from_preset(preset: str | Preset, *, env: str | None = None, total_steps: int | None = None,
                 seed: int | None = None, num_envs: int | None = None,
                 logdir: str | None = None, tensorboard: bool = True,
-                wandb_project: str | None = None, **overrides: Any) -> RunConfig:
+                wandb_project: str | None = None, eval_every: int | None = None,
+                eval_episodes: int | None = None, **overrides: Any) -> RunConfig:
     """A RunConfig from a preset, with run-level and agent-field overrides.
 
     Agent fields may be given as strings (from ``--set``) or Python values.
@@ -219,7 +232,10 @@ def from_preset(preset: str | Preset, *, env: str | None = None, total_steps: in
         env_options=p.env_options if env is None else (), chunk_steps=p.chunk_steps,
         stop_on_solve=p.stop_on_solve,
         logdir=logdir or "runs", preset=p.name, tensorboard=tensorboard,
-        wandb_project=wandb_project)
+        wandb_project=wandb_project,
+        eval_every=p.eval_every if eval_every is None else _coerce("eval_every", int, eval_every),
+        eval_episodes=10 if eval_episodes is None else _coerce("eval_episodes", int,
+                                                               eval_episodes))
 
 
 def _task_threshold(env_id: str) -> float | None:

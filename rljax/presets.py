@@ -24,6 +24,7 @@ class Preset:
         env_options: extra envpool options.
         chunk_steps: env steps per compiled chunk (how often the host looks).
         stop_on_solve: end training once the threshold is reached.
+        eval_every: evaluate the noise-free policy every this many env steps (0: never).
         key_params: config fields shown by ``rljax presets``.
         notes: anything a user should know about the preset.
     """
@@ -37,6 +38,7 @@ class Preset:
     env_options: tuple[tuple[str, Any], ...] = ()
     chunk_steps: int = 20_000
     stop_on_solve: bool = False
+    eval_every: int = 0
     key_params: tuple[str, ...] = ()
     notes: str = ""
 

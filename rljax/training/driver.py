@@ -183,6 +183,14 @@ def train_run(run: RunConfig, *, run_dir: str | None = None, progress: bool = Tr
     compile_start = time.perf_counter()
     chunk = trainer.chunk.lower(state).compile()
     compile_time = time.perf_counter() - compile_start
+    evaluate = None
+    if run.eval_every:
+        from rljax.training.evaluation import make_evaluator
+
+        evaluate = make_evaluator(agent.greedy_act, run.env_id, run.eval_episodes,
+                                  run.seed + 10_000, dict(run.env_options))
+    next_eval = (int(state.env_steps) // run.eval_every + 1) * run.eval_every if evaluate else 0
+    final_eval = None
     total = num_chunks * trainer.steps_per_chunk
     log_every = max(1, round(run.chunk_steps / trainer.steps_per_chunk))
     save_every = max(1, round(run.checkpoint_steps / trainer.steps_per_chunk))
@@ -214,6 +222,11 @@ def train_run(run: RunConfig, *, run_dir: str | None = None, progress: bool = Tr
                 bad = _nonfinite_metric(row)
                 if bad is not None:
                     raise NonFiniteError(_nonfinite_message(run_dir, state, bad))
+                if evaluate is not None and (last or int(env_steps) >= next_eval):
+                    final_eval = evaluate(agent.params(state.agent))
+                    row["eval_return_mean"] = final_eval["return_mean"]
+                    row["eval_episodes"] = final_eval["episodes"]
+                    next_eval = (int(env_steps) // run.eval_every + 1) * run.eval_every
                 prev_episodes, pending, period_start = row["episodes"], [], now
                 rows.append(row)
                 sinks.write(row)
@@ -235,6 +248,9 @@ def train_run(run: RunConfig, *, run_dir: str | None = None, progress: bool = Tr
         sinks.close()
         summary = _summary(run, state, rows, start, train_start, compile_time, interrupted,
                            first_steps)
+        if final_eval is not None:
+            summary["eval_return_mean"] = final_eval["return_mean"]
+            summary["eval_returns"] = final_eval["returns"]
         write_json(os.path.join(run_dir, "summary.json"), summary)
         _plot_curve(run_dir)
     return RunResult(run_dir, state, summary, rows, agent, env.spec)

@@ -1,0 +1,73 @@
+"""Evaluation: the noise-free policy on separate envs, one episode per env.
+
+An evaluator steps ``episodes`` fresh envs with ``agent.greedy_act`` inside one
+compiled ``lax.while_loop`` until every env has finished its first episode (or
+its time limit), and returns each episode's return and length. Scores follow the
+env's episode statistics (for Atari: whole games, raw score).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from rljax import envs
+
+
+def make_evaluator(greedy_act: Callable, task_id: str, episodes: int, seed: int,
+                   env_options: dict[str, Any] | None = None) -> Callable[[Any], dict]:
+    """Builds ``evaluate(params) -> {"returns", "lengths", "return_mean", ...}``.
+
+    Args:
+        greedy_act: ``greedy_act(params, obs [B, ...]) -> action [B, ...]``.
+        task_id: envpool task id.
+        episodes: number of evaluation episodes (one env each), >= 1.
+        seed: seed of the evaluation envs (keep it apart from training's).
+        env_options: envpool options, as in training.
+    """
+    if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
+        raise ValueError(f"episodes must be an integer >= 1, got {episodes!r}")
+    env = envs.make(task_id, episodes, seed, **(env_options or {}))
+    # Generous bound: an episode lasts at most max_episode_steps steps; Atari games
+    # with episodic_life add one reset step per lost life.
+    max_steps = env.spec.max_episode_steps + 16
+
+    def run(params, env_state):
+        def cond(carry):
+            _, finished, _, _, t = carry
+            return (~jnp.all(finished)) & (t < max_steps)
+
+        def body(carry):
+            env_state, finished, returns, lengths, t = carry
+            action = greedy_act(params, env_state.obs)
+            env_state, out = env.step(env_state, action)
+            first = out.episode_end & ~finished
+            returns = jnp.where(first, out.episode_return, returns)
+            lengths = jnp.where(first, out.episode_length, lengths)
+            return env_state, finished | out.episode_end, returns, lengths, t + 1
+
+        n = env.spec.num_envs
+        init = (env_state, jnp.zeros(n, bool), jnp.zeros(n, jnp.float32),
+                jnp.zeros(n, jnp.int32), jnp.zeros((), jnp.int32))
+        _, finished, returns, lengths, _ = jax.lax.while_loop(cond, body, init)
+        return finished, returns, lengths
+
+    compiled = jax.jit(run)
+
+    def evaluate(params) -> dict:
+        finished, returns, lengths = jax.device_get(compiled(params, env.reset()))
+        returns = np.asarray(returns, np.float64)[finished]
+        lengths = np.asarray(lengths)[finished]
+        return {
+            "episodes": int(finished.sum()),
+            "return_mean": float(returns.mean()) if len(returns) else None,
+            "return_std": float(returns.std()) if len(returns) else None,
+            "length_mean": float(lengths.mean()) if len(lengths) else None,
+            "returns": returns.tolist(),
+        }
+
+    return evaluate
