@@ -23,6 +23,7 @@ from typing import Any
 import flax.serialization
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from rljax.logging import write_json
 
@@ -40,7 +41,8 @@ def _payload(state) -> dict:
     stats = state.env.stats
     stats = stats.replace(running_return=jnp.zeros_like(stats.running_return),
                           running_length=jnp.zeros_like(stats.running_length))
-    return {"agent": state.agent, "memory": state.memory, "key": jax.random.key_data(state.key),
+    return {"agent": state.agent, "memory": state.memory,
+            "key": jax.random.key_data(state.key),
             "env_steps": state.env_steps, "solved_at": state.solved_at, "stats": stats,
             "batches": state.batches}
 
@@ -54,7 +56,7 @@ def save(run_dir: str, state, manifest: dict) -> str:
     with open(tmp, "wb") as f:
         f.write(data)
     os.replace(tmp, os.path.join(folder, "state.msgpack"))
-    manifest = dict(manifest, env_steps=int(state.env_steps),
+    manifest = dict(manifest, env_steps=int(np.ravel(jax.device_get(state.env_steps))[0]),
                     sha256=hashlib.sha256(data).hexdigest(), bytes=len(data))
     write_json(os.path.join(folder, "manifest.json"), manifest)
     return folder

@@ -28,6 +28,8 @@ def _build_parser() -> argparse.ArgumentParser:
     train.add_argument("--env", help="envpool task id to use instead of the preset's")
     train.add_argument("--total-steps", help="env-step budget over all envs")
     train.add_argument("--seed", help="random seed (default 0)")
+    train.add_argument("--seeds", metavar="N",
+                       help="train N independent seeds (seed .. seed+N-1) in one program")
     train.add_argument("--num-envs", help="number of parallel envs")
     train.add_argument("--logdir", help="parent folder of run directories (default runs/)")
     train.add_argument("--set", action="append", metavar="FIELD=VALUE", default=[],
@@ -85,7 +87,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     from rljax.training.driver import NonFiniteError, TrainingInterrupted, train_run
 
     run = from_preset(args.preset, env=args.env, total_steps=args.total_steps, seed=args.seed,
-                      num_envs=args.num_envs, logdir=args.logdir,
+                      num_envs=args.num_envs, num_seeds=args.seeds, logdir=args.logdir,
                       tensorboard=not args.no_tensorboard, wandb_project=args.wandb,
                       eval_every=args.eval_every, eval_episodes=args.eval_episodes,
                       **parse_assignments(args.set))

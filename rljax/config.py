@@ -22,6 +22,8 @@ class RunConfig:
         config: the agent's config dataclass.
         total_steps: env-step budget over all envs; rounded up to whole chunks.
         seed: seeds parameters, exploration and the envs.
+        num_seeds: independent runs with seeds ``seed .. seed + num_seeds - 1`` in one
+            compiled program (one envpool pool of ``num_seeds * num_envs`` envs).
         threshold: solve threshold for ``solved_at_step`` (None: never).
         env_options: extra envpool options as ``((name, value), ...)``.
         chunk_steps: env steps per compiled chunk, and per metrics row.
@@ -41,6 +43,7 @@ class RunConfig:
     config: Any
     total_steps: int
     seed: int = 0
+    num_seeds: int = 1
     threshold: float | None = None
     env_options: tuple[tuple[str, Any], ...] = ()
     chunk_steps: int = 20_000
@@ -58,6 +61,9 @@ class RunConfig:
         if not isinstance(self.config, algo.config_cls):
             raise ValueError(f"config for {self.algo} must be a {algo.config_cls.__name__}, "
                              f"got {type(self.config).__name__}")
+        if isinstance(self.num_seeds, bool) or not isinstance(self.num_seeds, int) or not (
+                1 <= self.num_seeds <= 4096):
+            raise ValueError(f"num_seeds must be an integer in [1, 4096], got {self.num_seeds!r}")
         if isinstance(self.eval_every, bool) or not isinstance(self.eval_every, int) or (
                 self.eval_every < 0):
             raise ValueError(f"eval_every must be an integer >= 0, got {self.eval_every!r}")
@@ -76,6 +82,7 @@ class RunConfig:
             "env_id": self.env_id,
             "total_steps": self.total_steps,
             "seed": self.seed,
+            "num_seeds": self.num_seeds,
             "threshold": self.threshold,
             "env_options": dict(self.env_options),
             "chunk_steps": self.chunk_steps,
@@ -95,6 +102,7 @@ class RunConfig:
         config = build_config(algo.config_cls, data["config"])
         return cls(algo=data["algo"], env_id=data["env_id"], config=config,
                    total_steps=data["total_steps"], seed=data["seed"],
+                   num_seeds=data.get("num_seeds", 1),
                    threshold=data.get("threshold"),
                    env_options=tuple(sorted(data.get("env_options", {}).items())),
                    chunk_steps=data.get("chunk_steps", 20_000),
@@ -159,6 +167,14 @@ def _coerce(name: str, tp: Any, value: Any) -> Any:
             raise ValueError(f"bad value {value!r} for {name}: expected a number") from None
     if tp is str:
         return str(value)
+    if origin is tuple and args and args[-1] is not Ellipsis:
+        # A fixed-size tuple such as a schedule point tuple[int, float]: "0:1.0" or [0, 1.0].
+        parts = value.strip("()[] ").split(":") if isinstance(value, str) else list(value)
+        if len(parts) != len(args):
+            raise ValueError(f"bad value {value!r} for {name}: expected "
+                             f"{len(args)} values separated by ':'")
+        return tuple(_coerce(name, tp_i, p.strip() if isinstance(p, str) else p)
+                     for tp_i, p in zip(args, parts, strict=True))
     if origin is tuple:
         item = args[0] if args else str
         if isinstance(value, str):
@@ -204,6 +220,7 @@ def parse_assignments(items: list[str] | None) -> dict[str, str]:
 
 def from_preset(preset: str | Preset, *, env: str | None = None, total_steps: int | None = None,
                 seed: int | None = None, num_envs: int | None = None,
+                num_seeds: int | None = None,
                 logdir: str | None = None, tensorboard: bool = True,
                 wandb_project: str | None = None, eval_every: int | None = None,
                 eval_episodes: int | None = None, **overrides: Any) -> RunConfig:
@@ -229,6 +246,7 @@ def from_preset(preset: str | Preset, *, env: str | None = None, total_steps: in
         total_steps=p.total_steps if total_steps is None else _coerce(
             "total_steps", int, total_steps),
         seed=0 if seed is None else _coerce("seed", int, seed), threshold=threshold,
+        num_seeds=1 if num_seeds is None else _coerce("num_seeds", int, num_seeds),
         env_options=p.env_options if env is None else (), chunk_steps=p.chunk_steps,
         stop_on_solve=p.stop_on_solve,
         logdir=logdir or "runs", preset=p.name, tensorboard=tensorboard,

@@ -55,10 +55,21 @@ def aggregate(curves: list[tuple[np.ndarray, np.ndarray]], points: int = 200):
     return grid, values.mean(0), values.std(0)
 
 
+def expand_seeds(run_dir: str) -> list[str]:
+    """A many-seed run directory's per-seed folders (``seed_K/``), or the run itself."""
+    seeds = sorted(
+        (d for d in os.listdir(run_dir) if d.startswith("seed_") and os.path.isfile(
+            os.path.join(run_dir, d, "metrics.jsonl"))),
+        key=lambda d: int(d.split("_", 1)[1]) if d.split("_", 1)[1].isdigit() else 0)
+    return [os.path.join(run_dir, d) for d in seeds] or [run_dir]
+
+
 def plot_runs(run_dirs: list[str], out: str, key: str = CURVE_KEY,
               title: str | None = None) -> str:
-    """Draws ``key`` against env steps; runs of the same preset are drawn as the mean
-    with a band of one standard deviation across seeds. Returns ``out``."""
+    """Draws ``key`` against env steps; runs of the same preset (and the seeds of a
+    many-seed run) are drawn as the mean with a band of one standard deviation
+    across seeds. Returns ``out``."""
+    run_dirs = [d for run_dir in run_dirs for d in expand_seeds(run_dir)]
     import matplotlib
 
     matplotlib.use("Agg")

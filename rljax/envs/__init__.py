@@ -3,6 +3,7 @@
 from rljax.envs.pool import Env
 from rljax.envs.pool import EnvState
 from rljax.envs.pool import StepResult
+from rljax.envs.pool import env_seeds
 from rljax.envs.pool import make
 from rljax.envs.spec import EnvSpec
 from rljax.envs.spec import all_task_ids
@@ -16,6 +17,7 @@ __all__ = [
     "EpisodeStats",
     "StepResult",
     "all_task_ids",
+    "env_seeds",
     "make",
     "recent_mean_return",
 ]

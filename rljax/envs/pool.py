@@ -16,6 +16,7 @@ actions up and observations down right there.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import warnings
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -132,14 +133,76 @@ def _build_spec(task_id: str, num_envs: int, pool: Any, options: dict) -> tuple[
     return spec, needs_x64
 
 
-def make(task_id: str, num_envs: int = 8, seed: int = 0, **options: Any) -> Env:
+SEED_STRIDE = 1_000_003  # prime, larger than any num_envs: seeds never share an env seed
+
+
+def env_seeds(seed: int, num_envs: int) -> list[int]:
+    """Per-env seeds of a run: env ``i`` of run ``seed`` gets ``seed * SEED_STRIDE + i``.
+
+    Runs with different seeds never share an env seed (envpool's own scheme, env
+    ``i`` seeded ``seed + i``, would give seeds 0 and 1 fifteen envs in common at
+    16 envs), and a pool holding several runs' envs reproduces each run exactly.
+    """
+    return [(seed * SEED_STRIDE + i) % 2**31 for i in range(num_envs)]
+
+
+def _seed_batched(pool_step: Callable, num_seeds: int) -> Callable:
+    """``pool_step`` for one seed's envs, to be called under ``jax.vmap`` over seeds.
+
+    envpool's custom call cannot be vmapped, so this gives it a batching rule: the
+    seeds' actions ``[S, B, ...]`` are flattened into one call on the pool of
+    ``S * B`` envs and the outputs split back, per seed. Called without vmap it
+    raises, since one seed cannot step the pool alone.
+    """
+
+    message = (f"this env holds {num_seeds} seeds' envs: call its step under jax.vmap "
+               "over the seed axis (see rljax.training.seeds)")
+
+    def _refuse(*_):
+        raise ValueError(message)
+
+    @jax.custom_batching.custom_vmap
+    def step(handle, action):
+        # Traced for its output shapes even under vmap; executed only without vmap.
+        pooled = jax.eval_shape(pool_step, handle, jnp.concatenate([action] * num_seeds))
+        one = jax.tree.map(lambda x: jax.ShapeDtypeStruct(
+            (x.shape[0] // num_seeds,) + x.shape[1:] if x.ndim else x.shape, x.dtype),
+            pooled[1:])
+        return (handle, *jax.pure_callback(_refuse, one, handle, action))
+
+    @step.def_vmap
+    def _rule(axis_size, in_batched, handle, action):
+        if axis_size != num_seeds:
+            raise ValueError(f"vmapped over {axis_size} members, but the pool holds "
+                             f"{num_seeds} seeds' envs")
+        handle_batched, action_batched = in_batched
+        handle = handle[0] if handle_batched else handle
+        action = action if action_batched else jnp.broadcast_to(
+            action, (num_seeds,) + action.shape)
+        flat = action.reshape((-1,) + action.shape[2:])
+        handle, *outs = pool_step(handle, flat)
+        split = lambda x: x.reshape((num_seeds, -1) + x.shape[1:])
+        outs = jax.tree.map(split, outs)
+        handle = jnp.broadcast_to(handle, (num_seeds,) + handle.shape)
+        out = (handle, *outs)
+        return out, jax.tree.map(lambda _: True, out)
+
+    return step
+
+
+def make(task_id: str, num_envs: int = 8, seed: int = 0, *, num_seeds: int = 1,
+         **options: Any) -> Env:
     """Builds a batched envpool environment.
 
     Args:
         task_id: an envpool task id such as ``"CartPole-v1"``, ``"Breakout-v5"`` or
             ``"Reacher-v5"``.
-        num_envs: number of environments stepped together, >= 1.
-        seed: base seed; env ``i`` is seeded by envpool from ``seed``.
+        num_envs: number of environments stepped together, >= 1 (per seed).
+        seed: run seed; env ``i`` gets :func:`env_seeds` ``(seed, num_envs)[i]``.
+        num_seeds: build one pool holding the envs of runs ``seed, seed + 1, ...,
+            seed + num_seeds - 1`` (``num_seeds * num_envs`` envs, seed-major), each
+            seeded exactly as in a single run. Then ``reset()`` returns a state with a
+            leading seed axis and ``step`` works under ``jax.vmap`` over that axis.
         **options: envpool options (``max_episode_steps``, ``episodic_life``,
             ``reward_clip``, ``num_threads``, ...). For Atari rljax defaults to
             ``episodic_life=True, reward_clip=True``.
@@ -154,41 +217,56 @@ def make(task_id: str, num_envs: int = 8, seed: int = 0, **options: Any) -> Env:
     import envpool
 
     merged = check_options(task_id, num_envs, seed, options)
+    if isinstance(num_seeds, bool) or not isinstance(num_seeds, int) or num_seeds < 1:
+        raise ValueError(f"num_seeds must be an integer >= 1, got {num_seeds!r}")
+    total = int(num_envs) * num_seeds
+    seeds = [s for k in range(num_seeds) for s in env_seeds(int(seed) + k, int(num_envs))]
     with warnings.catch_warnings():
         # gymnasium warns that float64 Box bounds are stored as float32: harmless here.
         warnings.filterwarnings("ignore", message=".*precision lowered.*")
-        pool = envpool.make(task_id, env_type="gymnasium", num_envs=int(num_envs),
-                            batch_size=int(num_envs), seed=int(seed), **merged)
+        pool = envpool.make(task_id, env_type="gymnasium", num_envs=total, batch_size=total,
+                            seed=int(seed), env_seed=seeds, **merged)
         spec, needs_x64 = _build_spec(task_id, int(num_envs), pool, merged)
+    spec = dataclasses.replace(spec, num_seeds=num_seeds)
     with _x64_context(needs_x64):
         handle0, _recv, _send, xla_step = pool.xla()
     action_np_dtype = np.float64 if needs_x64 else (
         np.int32 if spec.discrete else np.float32)
     track_game = spec.is_atari
 
-    def reset() -> EnvState:
-        obs, _ = pool.reset()
-        return EnvState(
-            handle=jnp.asarray(handle0),
-            obs=jnp.asarray(np.asarray(obs).astype(spec.obs_dtype, copy=False)),
-            done=jnp.zeros((spec.num_envs,), bool),
-            stats=init_stats(spec.num_envs),
-        )
-
-    def step(state: EnvState, action: Array) -> tuple[EnvState, StepResult]:
+    def pool_step(handle: Array, action: Array) -> tuple:
+        """The envpool custom call on the whole pool, with rljax's dtype casts."""
         with _x64_context(needs_x64):
             act = jnp.asarray(action).astype(jnp.float64 if needs_x64 else action_np_dtype)
-            handle, (obs, reward, terminated, truncated, info) = xla_step(state.handle, act)
+            handle, (obs, reward, terminated, truncated, info) = xla_step(handle, act)
             obs = obs.astype(spec.obs_dtype)
             reward = reward.astype(jnp.float32)
             raw_reward = info["reward"].astype(jnp.float32) if track_game else reward
-        terminated = terminated.astype(bool)
-        truncated = truncated.astype(bool)
+            game_over = info["terminated"].astype(bool) if track_game else terminated.astype(
+                bool)
+        return handle, obs, reward, terminated.astype(bool), truncated.astype(bool), (
+            raw_reward, game_over)
+
+    raw_step = pool_step if num_seeds == 1 else _seed_batched(pool_step, num_seeds)
+
+    def reset() -> EnvState:
+        obs, _ = pool.reset()
+        obs = jnp.asarray(np.asarray(obs).astype(spec.obs_dtype, copy=False))
+        state = EnvState(handle=jnp.asarray(handle0), obs=obs, done=jnp.zeros((total,), bool),
+                         stats=init_stats(total))
+        if num_seeds == 1:
+            return state
+        split = lambda x: x.reshape((num_seeds, spec.num_envs) + x.shape[1:])
+        return EnvState(handle=jnp.broadcast_to(state.handle, (num_seeds,) + handle0.shape),
+                        obs=split(obs), done=split(state.done),
+                        stats=jax.vmap(lambda _: init_stats(spec.num_envs))(
+                            jnp.arange(num_seeds)))
+
+    def step(state: EnvState, action: Array) -> tuple[EnvState, StepResult]:
+        handle, obs, reward, terminated, truncated, (raw_reward, game_over) = raw_step(
+            state.handle, action)
         valid = ~state.done
-        if track_game:
-            episode_end = (info["terminated"].astype(bool) | truncated) & valid
-        else:
-            episode_end = (terminated | truncated) & valid
+        episode_end = (game_over | truncated) & valid
         stats, ep_ret, ep_len = update_stats(state.stats, raw_reward, valid, episode_end)
         new_state = EnvState(handle=handle, obs=obs, done=terminated | truncated, stats=stats)
         return new_state, StepResult(obs, reward, terminated, truncated, valid, episode_end,

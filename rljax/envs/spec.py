@@ -41,6 +41,7 @@ class EnvSpec:
         reward_threshold: the task's "solved" mean return, when envpool defines one.
         is_atari: whether the task is an Atari game (frame stacks, lives).
         options: the envpool options in force (user options over rljax defaults).
+        num_seeds: independent runs sharing the pool (``num_envs`` envs each).
     """
 
     task_id: str
@@ -55,6 +56,7 @@ class EnvSpec:
     reward_threshold: float | None
     is_atari: bool
     options: tuple[tuple[str, Any], ...] = ()
+    num_seeds: int = 1
 
     @property
     def discrete(self) -> bool:

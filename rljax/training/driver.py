@@ -32,6 +32,7 @@ from rljax.config import RunConfig
 from rljax.envs.stats import last_episodes
 from rljax.logging import JsonlWriter, Progress, Sinks, TensorBoardSink, WandbSink, write_json
 from rljax.training.loop import LoopState, Trainer
+from rljax.training.seeds import vectorize_seeds
 
 
 class RunResult(NamedTuple):
@@ -69,7 +70,8 @@ def make_run_dir(run: RunConfig) -> str:
 def build(run: RunConfig) -> tuple[envs.Env, Any, Trainer, int]:
     """Builds env, agent and trainer for ``run``; returns them and the chunk count."""
     algo = get_algorithm(run.algo)
-    env = envs.make(run.env_id, run.config.num_envs, run.seed, **dict(run.env_options))
+    env = envs.make(run.env_id, run.config.num_envs, run.seed, num_seeds=run.num_seeds,
+                    **dict(run.env_options))
     agent = algo.make_agent(run.config, env.spec)
     steps_per_update = run.config.steps_per_update
     total_updates = max(1, math.ceil(run.total_steps / steps_per_update))
@@ -79,6 +81,8 @@ def build(run: RunConfig) -> tuple[envs.Env, Any, Trainer, int]:
     trainer = algo.make_trainer(agent, env, run.config, math.ceil(total_updates / num_chunks),
                                 run.threshold)
     num_chunks = max(1, math.ceil(total_updates / trainer.updates_per_chunk))
+    if run.num_seeds > 1:
+        trainer = vectorize_seeds(trainer, env, run.seed)
     return env, agent, trainer, num_chunks
 
 
@@ -146,6 +150,28 @@ def _chunk_row(metrics: list[dict], stats: Any, prev_episodes: int) -> dict:
     return row
 
 
+def _seed(tree: Any, k: int, num_seeds: int) -> Any:
+    """Seed ``k``'s slice of a state or metrics tree (the tree itself for one seed)."""
+    return tree if num_seeds == 1 else jax.tree.map(lambda x: x[k], tree)
+
+
+_SPREAD_KEYS = ("episode_return_mean", "return_mean_100", "eval_return_mean")
+
+
+def _aggregate(rows: list[dict], base: dict) -> dict:
+    """Mean over seeds of each numeric key, with the std of the return keys."""
+    out = dict(base)
+    for key in rows[0]:
+        if key in base:
+            continue
+        values = [r.get(key) for r in rows if isinstance(r.get(key), int | float)]
+        if values:
+            out[key] = float(np.mean(values))
+            if key in _SPREAD_KEYS:
+                out[f"{key}_std"] = float(np.std(values))
+    return out
+
+
 def _manifest(run: RunConfig) -> dict:
     return {"rljax_version": rljax.__version__, "preset": run.preset, "algo": run.algo,
             "env_id": run.env_id, "run": run.to_dict()}
@@ -189,17 +215,21 @@ def train_run(run: RunConfig, *, run_dir: str | None = None, progress: bool = Tr
 
         evaluate = make_evaluator(agent.greedy_act, run.env_id, run.eval_episodes,
                                   run.seed + 10_000, dict(run.env_options))
-    next_eval = (int(state.env_steps) // run.eval_every + 1) * run.eval_every if evaluate else 0
-    final_eval = None
+    num_seeds = trainer.num_seeds
+    first_steps = int(np.ravel(state.env_steps)[0])
+    next_eval = (first_steps // run.eval_every + 1) * run.eval_every if evaluate else 0
+    final_evals: list[dict] | None = None
     total = num_chunks * trainer.steps_per_chunk
     log_every = max(1, round(run.chunk_steps / trainer.steps_per_chunk))
     save_every = max(1, round(run.checkpoint_steps / trainer.steps_per_chunk))
     display = Progress(total, enabled=progress, label=f"[{run.preset or run.algo}] ")
     sinks = _open_sinks(run, run_dir)
+    seed_sinks = [JsonlWriter(os.path.join(_seed_dir(run_dir, run.seed + k), "metrics.jsonl"))
+                  for k in range(num_seeds)] if num_seeds > 1 else []
     rows: list[dict] = []
     pending: list[dict] = []
-    first_steps = int(state.env_steps)
-    prev_episodes, interrupted = int(state.env.stats.episodes), False
+    prev_episodes = np.ravel(np.asarray(state.env.stats.episodes)).tolist()
+    interrupted = False
     done_chunks = first_steps // trainer.steps_per_chunk
     train_start = period_start = time.perf_counter()
     try:
@@ -207,37 +237,48 @@ def train_run(run: RunConfig, *, run_dir: str | None = None, progress: bool = Tr
             for i in range(done_chunks, num_chunks):
                 state, metrics = chunk(state)
                 pending.append(metrics)
-                last = i == num_chunks - 1 or (run.stop_on_solve and int(state.solved_at) >= 0)
+                last = i == num_chunks - 1 or (
+                    run.stop_on_solve and bool(np.all(np.asarray(state.solved_at) >= 0)))
                 if not (len(pending) >= log_every or last or stop.received):
                     continue
                 if not bool(_finite(state.agent)):
                     raise NonFiniteError(_nonfinite_message(run_dir, state, "parameter"))
-                metrics, stats, env_steps = jax.device_get((pending, state.env.stats,
-                                                            state.env_steps))
+                metrics, stats, steps = jax.device_get((pending, state.env.stats,
+                                                        state.env_steps))
+                env_steps = int(np.ravel(steps)[0])
                 now = time.perf_counter()
-                row = {"env_steps": int(env_steps), "wall_time_s": now - start,
-                       "sps": len(pending) * trainer.steps_per_chunk / max(
-                           now - period_start, 1e-9)}
-                row.update(_chunk_row(metrics, stats, prev_episodes))
-                bad = _nonfinite_metric(row)
-                if bad is not None:
-                    raise NonFiniteError(_nonfinite_message(run_dir, state, bad))
-                if evaluate is not None and (last or int(env_steps) >= next_eval):
-                    final_eval = evaluate(agent.params(state.agent))
-                    row["eval_return_mean"] = final_eval["return_mean"]
-                    row["eval_episodes"] = final_eval["episodes"]
-                    next_eval = (int(env_steps) // run.eval_every + 1) * run.eval_every
-                prev_episodes, pending, period_start = row["episodes"], [], now
+                base = {"env_steps": env_steps, "wall_time_s": now - start,
+                        "sps": num_seeds * len(pending) * trainer.steps_per_chunk / max(
+                            now - period_start, 1e-9)}
+                per_seed = [dict(base, **_chunk_row([_seed(m, k, num_seeds) for m in metrics],
+                                                    _seed(stats, k, num_seeds),
+                                                    prev_episodes[k]))
+                            for k in range(num_seeds)]
+                for name in [_nonfinite_metric(r) for r in per_seed]:
+                    if name is not None:
+                        raise NonFiniteError(_nonfinite_message(run_dir, state, name))
+                if evaluate is not None and (last or env_steps >= next_eval):
+                    final_evals = [evaluate(agent.params(_seed(state.agent, k, num_seeds)))
+                                   for k in range(num_seeds)]
+                    for r, ev in zip(per_seed, final_evals, strict=True):
+                        r["eval_return_mean"] = ev["return_mean"]
+                        r["eval_episodes"] = ev["episodes"]
+                    next_eval = (env_steps // run.eval_every + 1) * run.eval_every
+                row = per_seed[0] if num_seeds == 1 else _aggregate(per_seed, base)
+                prev_episodes = [r["episodes"] for r in per_seed]
+                pending, period_start = [], now
                 rows.append(row)
                 sinks.write(row)
-                avg_sps = (int(env_steps) - first_steps) / max(now - train_start, 1e-9)
-                display.update(int(env_steps), avg_sps, row["return_mean_100"],
-                               (total - int(env_steps)) / max(avg_sps, 1e-9))
+                for sink, r in zip(seed_sinks, per_seed[:len(seed_sinks)], strict=True):
+                    sink.write(r)
+                avg_sps = num_seeds * (env_steps - first_steps) / max(now - train_start, 1e-9)
+                display.update(env_steps, avg_sps, row["return_mean_100"],
+                               num_seeds * (total - env_steps) / max(avg_sps, 1e-9))
                 if last or stop.received or (i + 1) % save_every == 0:
                     checkpoint.save(run_dir, state, manifest)
                 if stop.received and not last:
                     interrupted = True
-                    raise TrainingInterrupted(run_dir, int(env_steps))
+                    raise TrainingInterrupted(run_dir, env_steps)
                 if last:
                     break
     except KeyboardInterrupt:
@@ -246,18 +287,28 @@ def train_run(run: RunConfig, *, run_dir: str | None = None, progress: bool = Tr
     finally:
         display.close()
         sinks.close()
-        summary = _summary(run, state, rows, start, train_start, compile_time, interrupted,
-                           first_steps)
-        if final_eval is not None:
-            summary["eval_return_mean"] = final_eval["return_mean"]
-            summary["eval_returns"] = final_eval["returns"]
+        for sink in seed_sinks:
+            sink.close()
+        summary = _summary(run, state, start, train_start, compile_time, interrupted,
+                           first_steps, final_evals)
         write_json(os.path.join(run_dir, "summary.json"), summary)
+        for k, seed_summary in enumerate(summary.get("seeds", [])):
+            folder = _seed_dir(run_dir, run.seed + k)
+            write_json(os.path.join(folder, "summary.json"), seed_summary)
+            write_json(os.path.join(folder, "config.json"),
+                       dict(run.to_dict(), seed=run.seed + k, num_seeds=1))
         _plot_curve(run_dir)
     return RunResult(run_dir, state, summary, rows, agent, env.spec)
 
 
+def _seed_dir(run_dir: str, seed: int) -> str:
+    path = os.path.join(run_dir, f"seed_{seed}")
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
 def _nonfinite_message(run_dir: str, state, quantity: str) -> str:
-    steps = int(state.env_steps)
+    steps = int(np.ravel(jax.device_get(state.env_steps))[0])
     try:
         saved = checkpoint.read_manifest(run_dir).get("env_steps")
         where = f"the last finite checkpoint (env step {saved:,}) is in {run_dir}"
@@ -286,29 +337,64 @@ def _plot_curve(run_dir: str) -> None:
         warnings.warn(f"could not draw {run_dir}/curve.png: {e}", stacklevel=2)
 
 
-def _summary(run: RunConfig, state: LoopState, rows: list[dict], start: float,
-             train_start: float, compile_time: float, interrupted: bool,
-             first_steps: int = 0) -> dict:
-    stats, env_steps, solved_at = jax.device_get(
-        (state.env.stats, state.env_steps, state.solved_at))
+def _seed_summary(stats: Any, solved_at: Any) -> dict:
     rets, lens = last_episodes(stats, 100)
+    return {
+        "episodes": int(stats.episodes),
+        "final_return_mean": float(np.mean(rets)) if len(rets) else None,
+        "final_length_mean": float(np.mean(lens)) if len(lens) else None,
+        "solved_at_step": int(solved_at) if int(solved_at) >= 0 else None,
+    }
+
+
+def _summary(run: RunConfig, state: LoopState, start: float, train_start: float,
+             compile_time: float, interrupted: bool, first_steps: int = 0,
+             evals: list[dict] | None = None) -> dict:
+    """The run's summary; with several seeds the single-run keys aggregate them
+    (returns: mean over seeds; ``solved_at_step``: when the last seed solved, null
+    unless all did; ``sps``: all seeds' env steps) and ``seeds`` lists each one."""
+    stats, steps, solved_at = jax.device_get((state.env.stats, state.env_steps,
+                                              state.solved_at))
+    num_seeds = run.num_seeds
+    env_steps = int(np.ravel(steps)[0])
+    seeds = []
+    for k in range(num_seeds):
+        one = dict(seed=run.seed + k, **_seed_summary(_seed(stats, k, num_seeds),
+                                                      np.ravel(solved_at)[k]))
+        if evals is not None:
+            one["eval_return_mean"] = evals[k]["return_mean"]
+            one["eval_returns"] = evals[k]["returns"]
+        seeds.append(one)
     train_time = time.perf_counter() - train_start
+    solved = [s["solved_at_step"] for s in seeds if s["solved_at_step"] is not None]
+    finals = [s["final_return_mean"] for s in seeds if s["final_return_mean"] is not None]
     summary = {
         "preset": run.preset,
         "algo": run.algo,
         "env_id": run.env_id,
         "seed": run.seed,
-        "env_steps": int(env_steps),
+        "env_steps": env_steps,
         "wall_time_s": time.perf_counter() - start,
         "compile_time_s": compile_time,
-        "sps": (int(env_steps) - first_steps) / max(train_time, 1e-9),
-        "episodes": int(stats.episodes),
-        "final_return_mean": float(np.mean(rets)) if len(rets) else None,
-        "final_length_mean": float(np.mean(lens)) if len(lens) else None,
+        "sps": num_seeds * (env_steps - first_steps) / max(train_time, 1e-9),
+        "episodes": sum(s["episodes"] for s in seeds),
+        "final_return_mean": float(np.mean(finals)) if finals else None,
+        "final_length_mean": seeds[0]["final_length_mean"] if num_seeds == 1 else None,
         "threshold": run.threshold,
-        "solved_at_step": int(solved_at) if int(solved_at) >= 0 else None,
+        "solved_at_step": max(solved) if len(solved) == num_seeds else None,
         "device": str(jax.devices()[0].device_kind),
     }
+    if evals is not None:
+        means = [s["eval_return_mean"] for s in seeds if s["eval_return_mean"] is not None]
+        summary["eval_return_mean"] = float(np.mean(means)) if means else None
+        if num_seeds == 1:
+            summary["eval_returns"] = seeds[0]["eval_returns"]
+    if num_seeds > 1:
+        summary["num_seeds"] = num_seeds
+        summary["total_env_steps"] = num_seeds * env_steps
+        summary["final_return_std"] = float(np.std(finals)) if finals else None
+        summary["seeds_solved"] = len(solved)
+        summary["seeds"] = seeds
     if interrupted:
         summary["interrupted"] = True
     if first_steps:

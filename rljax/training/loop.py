@@ -46,12 +46,18 @@ class Trainer(NamedTuple):
             ``updates_per_chunk`` updates; ``metrics`` hold one row per update.
         updates_per_chunk: updates in one chunk.
         steps_per_update: env steps (over all envs) in one update.
+        init_state: pure ``init_state(key, env_state) -> LoopState``.
+        chunk_fn: ``chunk`` before jit (for vmapping over seeds).
+        num_seeds: independent runs in the program (leading axis of the state).
     """
 
     init: Callable[[Array], LoopState]
     chunk: Callable[[LoopState], tuple[LoopState, dict]]
     updates_per_chunk: int
     steps_per_update: int
+    init_state: Callable[..., LoopState] | None = None
+    chunk_fn: Callable[..., tuple[LoopState, dict]] | None = None
+    num_seeds: int = 1
 
     @property
     def steps_per_chunk(self) -> int:

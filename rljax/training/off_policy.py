@@ -68,12 +68,15 @@ def make_off_policy_trainer(agent: OffPolicyAgent, env: Env, memory: Memory, *,
     beta_fn = beta_fn or (lambda step: jnp.ones((), jnp.float32))
     example = _example_transition(env)
 
-    def init(key: jax.Array) -> LoopState:
+    def init_state(key: jax.Array, env_state) -> LoopState:
         agent_key, key = jax.random.split(key)
         env_steps, solved_at = initial_counters()
-        return LoopState(agent=agent.init(agent_key), env=env.reset(), key=key,
+        return LoopState(agent=agent.init(agent_key), env=env_state, key=key,
                          env_steps=env_steps, solved_at=solved_at,
                          memory=memory.init(example), batches=jnp.zeros((), jnp.int32))
+
+    def init(key: jax.Array) -> LoopState:
+        return init_state(key, env.reset())
 
     def env_step(carry, key):
         agent_state, env_state, mem_state, update_step = carry
@@ -137,4 +140,5 @@ def make_off_policy_trainer(agent: OffPolicyAgent, env: Env, memory: Memory, *,
 
     return Trainer(init=init, chunk=jax.jit(chunk, donate_argnums=0),
                    updates_per_chunk=updates_per_chunk,
-                   steps_per_update=env_steps_per_update * num_envs)
+                   steps_per_update=env_steps_per_update * num_envs, init_state=init_state,
+                   chunk_fn=chunk)

@@ -29,11 +29,14 @@ def make_on_policy_trainer(agent: Agent, env: Env, *, rollout_len: int,
     """
     num_envs = env.spec.num_envs
 
-    def init(key: jax.Array) -> LoopState:
+    def init_state(key: jax.Array, env_state) -> LoopState:
         agent_key, key = jax.random.split(key)
         env_steps, solved_at = initial_counters()
-        return LoopState(agent=agent.init(agent_key), env=env.reset(), key=key,
+        return LoopState(agent=agent.init(agent_key), env=env_state, key=key,
                          env_steps=env_steps, solved_at=solved_at)
+
+    def init(key: jax.Array) -> LoopState:
+        return init_state(key, env.reset())
 
     def env_step(carry, key):
         agent_state, env_state = carry
@@ -60,4 +63,5 @@ def make_on_policy_trainer(agent: Agent, env: Env, *, rollout_len: int,
 
     return Trainer(init=init, chunk=jax.jit(chunk, donate_argnums=0),
                    updates_per_chunk=updates_per_chunk,
-                   steps_per_update=rollout_len * num_envs)
+                   steps_per_update=rollout_len * num_envs, init_state=init_state,
+                   chunk_fn=chunk)

@@ -72,8 +72,8 @@ def test_cartpole_termination_flags():
     term = np.asarray(out.terminated)
     assert term.any() and not np.asarray(out.truncated).any()
     valid = np.asarray(out.valid)
-    t, b = np.nonzero(term)
-    assert not valid[t + 1, b].any()
+    t, b = np.nonzero(term[:-1])
+    assert len(t) and not valid[t + 1, b].any()
 
 
 def test_bad_inputs_fail_before_building():
@@ -91,6 +91,16 @@ def test_bad_inputs_fail_before_building():
         envs.make("CartPole-v1", 2, batch_size=1)
     with pytest.raises(ValueError, match="max_episode_steps must be an integer >= 1"):
         envs.make("CartPole-v1", 2, max_episode_steps=0)
+
+
+def test_seeds_are_disjoint_and_multi_seed_pool_matches_single_runs():
+    assert not set(envs.env_seeds(0, 64)) & set(envs.env_seeds(1, 64))
+    pool = envs.make("CartPole-v1", num_envs=3, seed=5, num_seeds=2)
+    assert pool.spec.num_envs == 3 and pool.spec.num_seeds == 2
+    obs, _ = pool.pool.reset()
+    for k in range(2):
+        single, _ = envs.make("CartPole-v1", num_envs=3, seed=5 + k).pool.reset()
+        np.testing.assert_array_equal(obs[3 * k:3 * k + 3], single)
 
 
 def test_atari_defaults_and_override():
