@@ -46,6 +46,9 @@ def _build_parser() -> argparse.ArgumentParser:
     train.add_argument("--wandb", metavar="PROJECT",
                        help="also log to this Weights & Biases project (needs wandb)")
 
+    sub.add_parser("bench", help="benchmark suite (see rljax.bench; options after --)",
+                   add_help=False)
+
     ev = sub.add_parser("eval", help="evaluate a run's saved policy on fresh envs")
     ev.add_argument("run_dir", metavar="RUN_DIR")
     ev.add_argument("--episodes", default="10", help="number of episodes (default 10)")
@@ -133,6 +136,11 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["bench"]:
+        from rljax import bench
+
+        return bench.main(argv[1:])
     args = _build_parser().parse_args(argv)
     try:
         if args.command == "presets":

@@ -1,0 +1,8 @@
+"""The benchmark suite; same as ``rljax bench``: ``python -m benchmarks.run [options]``."""
+
+import sys
+
+from rljax.bench import main
+
+if __name__ == "__main__":
+    sys.exit(main())
