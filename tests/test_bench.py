@@ -1,0 +1,26 @@
+"""The benchmark suite's measurement and reports (tiny budgets; no timing asserted)."""
+
+from rljax import bench
+
+
+def test_measure_preset_reports_ceiling_training_compile_and_memory():
+    r = bench.measure_preset("cartpole-a2c", num_envs=4, rounds=1, target_seconds=0.05)
+    assert r["num_envs"] == 4 and r["num_seeds"] == 1
+    assert r["train_sps"] > 0 and r["env_only_sps"] > 0 and r["compile_time_s"] > 0
+    assert abs(r["ratio"] - r["train_sps"] / r["env_only_sps"]) < 1e-9
+    assert r["peak_host_mb"] > 100
+
+
+def test_markdown_and_plots(tmp_path):
+    row = {"preset": "cartpole-a2c", "env_id": "CartPole-v1", "num_envs": 16, "num_seeds": 1,
+           "env_only_sps": 100.0, "train_sps": 60.0, "ratio": 0.6, "compile_time_s": 3.0,
+           "peak_host_mb": 500.0}
+    results = {"machine": bench.machine(), "presets": [row, {"preset": "x", "error": "boom"}],
+               "num_envs_sweep": [dict(row, num_envs=n, train_sps=10.0 * n) for n in (1, 2)],
+               "seeds_sweep": [dict(row, num_seeds=s, train_sps=60.0 * s) for s in (1, 4)],
+               "peers": []}
+    text = bench.markdown(results)
+    assert "| cartpole-a2c | CartPole-v1 | 16 | 100 | 60 | 0.60 | 3.0 | 500 |" in text
+    assert "| x | error: boom |" in text and "| 4 | 240 | 100 | 4.0x |" in text
+    bench.plot_sweeps(results, str(tmp_path))
+    assert (tmp_path / "num_envs_sweep.png").exists() and (tmp_path / "seeds_sweep.png").exists()
