@@ -1,0 +1,248 @@
+"""Proportional prioritized replay (Schaul et al., 2016, "Prioritized Experience Replay", ICLR).
+
+Slot ``i`` holds priority ``p_i = (|delta_i| + eps) ** alpha`` in a float32 sum-tree
+(:mod:`rljax.buffers.sum_tree`) and is drawn with probability ``P(i) = p_i / sum_k p_k`` by
+stratified sampling (one draw per equal segment of the total). New transitions get the largest
+priority seen so far (``max_priority``, initially 1.0) so that each is replayed at least about
+once, unless ``add`` is given their TD errors (DDPG's reference uses the initial TD error).
+Importance-sampling weights correct the bias:
+
+    w_i = (N * P(i)) ** -beta / max_j (N * P(j)) ** -beta = (p_min / p_i) ** beta,
+
+with the max over the sampled batch and ``N`` the number of written slots; ``N`` and the
+total cancel in the normalized form, which is how it is computed (no overflow for tiny
+``P``). DQN's reference: ``alpha = 0.6``, ``beta`` annealed 0.4 -> 1 by the agent (``beta``
+is an argument of ``sample``); DDPG's: ``alpha = 0.6``, ``beta = 1``.
+
+Layout and validity are those of :mod:`rljax.buffers.replay`: storage ``[capacity, ...]``,
+invalid transitions (reset steps) are never written (the batch is compacted), so every leaf
+with a positive priority is a real, written transition and unwritten leaves are 0 and are
+never sampled (see the sum-tree docstring for the float32 guarantee). Priorities are clipped
+to ``[1e-30, 1e30]`` so a written slot never rounds to zero and the total cannot overflow;
+a NaN TD error gives its slot priority 0 (never replayed until overwritten).
+``update_priorities`` ignores indices that are not written slots, and duplicate indices keep
+the last value.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from rljax.buffers import sum_tree
+from rljax.buffers._checks import float_in, positive_int
+from rljax.buffers.replay import _batch_valid, compact_slots, empty_storage, scatter_rows
+from rljax.types import Array, ArrayLike, PRNGKey
+
+PRIORITY_MIN = 1e-30
+PRIORITY_MAX = 1e30
+
+
+class PrioritizedSample(NamedTuple):
+    """A prioritized sample.
+
+    Attributes:
+        indices: ``[K]`` int32 slots drawn (pass them back to ``update_priorities``).
+        transition: the stored pytree, every leaf ``[K, ...]``.
+        probabilities: ``[K]`` ``P(i) = p_i / sum_k p_k``.
+        weights: ``[K]`` importance weights ``(N P(i))^-beta``, divided by the batch max.
+    """
+
+    indices: Array
+    transition: Any
+    probabilities: Array
+    weights: Array
+
+
+@struct.dataclass
+class PrioritizedState:
+    """Prioritized replay state.
+
+    Attributes:
+        storage: transition pytree, every leaf ``[capacity, ...]``.
+        tree: float32 sum-tree of the priorities, ``capacity`` leaves.
+        max_priority: ``[]`` largest priority ever set (initially 1.0).
+        cursor: ``[]`` int32, next slot to write.
+        size: ``[]`` int32, number of written slots; slots ``[0, size)`` are valid.
+        capacity: number of slots (static).
+    """
+
+    storage: Any
+    tree: sum_tree.SumTreeState
+    max_priority: Array
+    cursor: Array
+    size: Array
+    capacity: int = struct.field(pytree_node=False)
+
+
+class PrioritizedBuffer(NamedTuple):
+    """Functions of a prioritized buffer; see the module-level functions of the same name."""
+
+    init: Callable[[Any], PrioritizedState]
+    add: Callable[..., PrioritizedState]
+    sample: Callable[..., PrioritizedSample]
+    update_priorities: Callable[[PrioritizedState, Array, Array], PrioritizedState]
+    can_sample: Callable[[PrioritizedState], Array]
+
+
+def priority(td_errors: ArrayLike, alpha: float, eps: float) -> Array:
+    """``p = (|delta| + eps) ** alpha``, clipped to ``[1e-30, 1e30]``; NaN stays NaN."""
+    p = (jnp.abs(jnp.asarray(td_errors, jnp.float32)) + eps) ** alpha
+    return jnp.clip(p, PRIORITY_MIN, PRIORITY_MAX)
+
+
+def importance_weights(p: Array, beta: ArrayLike) -> Array:
+    """``[K]`` weights ``(p_min / p_i) ** beta`` = ``(N P(i))^-beta / max_j (N P(j))^-beta``."""
+    p = jnp.where(p > 0, p, jnp.inf)  # only reachable with an empty tree
+    return jnp.where(jnp.isfinite(p), (jnp.min(p) / p) ** beta, 1.0)
+
+
+def _set_priorities(
+    state: PrioritizedState, slots: Array, p: Array, keep: Array, unique: bool = False
+) -> PrioritizedState:
+    p = jnp.where(keep & ~jnp.isnan(p), p, 0.0)
+    return state.replace(
+        tree=sum_tree.set(state.tree, jnp.where(keep, slots, -1), p, unique=unique),
+        max_priority=jnp.maximum(state.max_priority, jnp.max(p)),
+    )
+
+
+def init(example: Any, capacity: int) -> PrioritizedState:
+    """An empty buffer for transitions shaped like ``example`` (one transition, no batch axis)."""
+    return PrioritizedState(
+        storage=empty_storage(example, capacity),
+        tree=sum_tree.init(capacity, jnp.float32),
+        max_priority=jnp.ones((), jnp.float32),
+        cursor=jnp.zeros((), jnp.int32),
+        size=jnp.zeros((), jnp.int32),
+        capacity=capacity,
+    )
+
+
+def add(
+    state: PrioritizedState,
+    batch: Any,
+    valid: Array | None = None,
+    td_errors: Array | None = None,
+    *,
+    alpha: float,
+    eps: float,
+) -> PrioritizedState:
+    """Writes the valid transitions of a batch with the max priority (or their TD errors').
+
+    Args:
+        state: buffer state.
+        batch: transition pytree, every leaf ``[B, ...]``.
+        valid: ``[B]`` bool, False for reset steps (not stored); default all True.
+        td_errors: optional ``[B]`` initial TD errors; priority ``(|delta| + eps)^alpha``.
+        alpha: priority exponent (bound by the factory).
+        eps: priority offset (bound by the factory).
+
+    Returns:
+        The new state.
+    """
+    valid = _batch_valid(batch, valid)
+    slots, count = compact_slots(state.cursor, valid, state.capacity)
+    if td_errors is None:
+        p = jnp.broadcast_to(state.max_priority, valid.shape)
+    else:
+        p = priority(jnp.reshape(td_errors, valid.shape), alpha, eps)
+    state = _set_priorities(state, slots, p, slots < state.capacity, unique=True)
+    return state.replace(
+        storage=scatter_rows(state.storage, slots, batch),
+        cursor=(state.cursor + count) % state.capacity,
+        size=jnp.minimum(state.size + count, state.capacity),
+    )
+
+
+def sample(
+    state: PrioritizedState, key: PRNGKey, beta: ArrayLike = 1.0, *, batch_size: int
+) -> PrioritizedSample:
+    """Stratified proportional sample with importance weights.
+
+    Args:
+        state: buffer state (must have ``can_sample``; an empty one returns slot 0).
+        key: PRNG key.
+        beta: importance-sampling exponent in ``[0, 1]``, scalar (may be traced).
+        batch_size: number of draws ``K`` (bound by the factory).
+
+    Returns:
+        ``PrioritizedSample`` with ``indices, transition, probabilities, weights``, ``[K]``.
+    """
+    indices = sum_tree.stratified_sample(state.tree, key, batch_size)
+    p = sum_tree.get(state.tree, indices)
+    return PrioritizedSample(
+        indices=indices,
+        transition=jax.tree.map(lambda s: s[indices], state.storage),
+        probabilities=p / sum_tree.total(state.tree),
+        weights=importance_weights(p, beta),
+    )
+
+
+def update_priorities(
+    state: PrioritizedState, indices: Array, td_errors: Array, *, alpha: float, eps: float
+) -> PrioritizedState:
+    """Sets ``p_i = (|delta_i| + eps)^alpha`` for sampled slots.
+
+    Args:
+        state: buffer state.
+        indices: ``[K]`` int slots (from ``sample``); duplicates keep the last TD error;
+            indices that are not written slots are ignored.
+        td_errors: ``[K]`` new TD errors.
+        alpha: priority exponent (bound by the factory).
+        eps: priority offset (bound by the factory).
+
+    Returns:
+        The new state.
+    """
+    indices = jnp.asarray(indices, jnp.int32).reshape(-1)
+    p = priority(jnp.reshape(td_errors, indices.shape), alpha, eps)
+    return _set_priorities(state, indices, p, (indices >= 0) & (indices < state.size))
+
+
+def can_sample(state: PrioritizedState, min_size: int) -> Array:
+    """``[]`` bool: at least ``min_size`` transitions are stored and the total is positive."""
+    return (state.size >= min_size) & (sum_tree.total(state.tree) > 0)
+
+
+def make_prioritized(
+    capacity: int,
+    batch_size: int,
+    alpha: float = 0.6,
+    eps: float = 1e-6,
+    min_size: int | None = None,
+) -> PrioritizedBuffer:
+    """Builds a proportional prioritized replay buffer.
+
+    Args:
+        capacity: number of transitions kept, any integer >= 1.
+        batch_size: transitions per ``sample``, >= 1.
+        alpha: priority exponent, >= 0 (0 = uniform). DQN and DDPG references: 0.6.
+        eps: added to ``|delta|``, >= 0, so no transition's priority vanishes.
+        min_size: ``can_sample`` threshold (default ``batch_size``), >= 1.
+
+    Returns:
+        ``PrioritizedBuffer(init(example), add(state, batch, valid=None, td_errors=None),
+        sample(state, key, beta=1.0), update_priorities(state, indices, td_errors),
+        can_sample(state))``.
+
+    Raises:
+        ValueError: on a bad argument.
+    """
+    capacity = positive_int("capacity", capacity)
+    batch_size = positive_int("batch_size", batch_size)
+    alpha = float_in("alpha", alpha, 0.0, 1e3)
+    eps = float_in("eps", eps, 0.0, 1e3)
+    min_size = batch_size if min_size is None else positive_int("min_size", min_size)
+    return PrioritizedBuffer(
+        init=functools.partial(init, capacity=capacity),
+        add=functools.partial(add, alpha=alpha, eps=eps),
+        sample=functools.partial(sample, batch_size=batch_size),
+        update_priorities=functools.partial(update_priorities, alpha=alpha, eps=eps),
+        can_sample=functools.partial(can_sample, min_size=min_size),
+    )
