@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import time
 
 import jax
 
@@ -61,6 +62,7 @@ def bench_preset(preset: str, rounds: int, chunk_steps: int, **overrides) -> dic
     env_m, train_m = median(samples["env_only"]), median(samples["train"])
     return {
         "preset": preset,
+        "overrides": {k: str(v) for k, v in overrides.items()},
         "env_id": run.env_id,
         "num_envs": run.config.num_envs,
         "env_steps_per_update": trainer.steps_per_update,
@@ -71,8 +73,118 @@ def bench_preset(preset: str, rounds: int, chunk_steps: int, **overrides) -> dic
     }
 
 
+# A widely used single-file JAX DQN measured on the 2-core reference machine, while learning:
+# CartPole (1 env) and Breakout (1 env, one gradient step of batch 32 per 4 env steps).
+SINGLE_FILE_JAX_DQN_SPS = {"CartPole-v1": 4_500, "Breakout-v5": 100}
+# "Equal gradient work": one gradient step of batch 32 per 4 env steps = 8 samples / env step.
+EQUAL_WORK_SAMPLES_PER_ENV_STEP = 8.0
+
+
+def bench_dqn(preset: str, rounds: int, chunk_steps: int, **overrides) -> dict:
+    """Like :func:`bench_preset`, timed only once learning is active (replay filled to
+    ``learning_starts``), with the gradient work per env step stated."""
+    import os
+
+    import numpy as np
+
+    run = from_preset(preset, tensorboard=False, **overrides)
+    run = dataclasses.replace(run, chunk_steps=chunk_steps, total_steps=chunk_steps * 1000)
+    env, _, trainer, _ = build(run)
+    cfg = run.config
+    state = trainer.init(jax.random.key(0))
+    compile_start = time.perf_counter()
+    chunk = trainer.chunk.lower(state).compile()
+    compile_time = time.perf_counter() - compile_start
+    warm_start, learning = time.perf_counter(), False
+    while not learning:  # fill the replay: every update of the last chunk learned
+        state, metrics = chunk(state)
+        learning = bool(np.all(np.isfinite(np.asarray(metrics["loss"]))))
+    warm_up_time = time.perf_counter() - warm_start
+    box = {"train": state}
+
+    def train_sps():
+        def go():
+            box["train"], metrics = chunk(box["train"])
+            return metrics
+        return trainer.steps_per_chunk / timed(go)
+
+    ceiling_env = envs.make(run.env_id, cfg.num_envs, run.seed + 1, **dict(run.env_options))
+    steps = max(1, trainer.steps_per_chunk // cfg.num_envs)
+    rollout = make_random_rollout(ceiling_env, steps)
+    ebox = {"state": rollout(ceiling_env.reset(), jax.random.key(1))}
+
+    def env_sps():
+        def go():
+            ebox["state"] = rollout(ebox["state"], jax.random.key(2))
+            return ebox["state"]
+        return steps * cfg.num_envs / timed(go)
+
+    load_before = os.getloadavg()[0]
+    samples = interleaved({"env_only": env_sps, "train": train_sps}, rounds)
+    env_m, train_m = median(samples["env_only"]), median(samples["train"])
+    per_step = cfg.grad_steps * cfg.batch_size / cfg.steps_per_update
+    equal_work = train_m * per_step / EQUAL_WORK_SAMPLES_PER_ENV_STEP
+    reference = SINGLE_FILE_JAX_DQN_SPS.get(run.env_id)
+    return {
+        "preset": preset,
+        "overrides": {k: str(v) for k, v in overrides.items()},
+        "env_id": run.env_id,
+        "num_envs": cfg.num_envs,
+        "env_steps_per_update": trainer.steps_per_update,
+        "grad_steps_per_update": cfg.grad_steps,
+        "batch_size": cfg.batch_size,
+        "grad_steps_per_env_step": cfg.grad_steps / cfg.steps_per_update,
+        "samples_per_env_step": per_step,
+        "env_only_sps": env_m,
+        "train_sps": train_m,
+        "ratio": train_m / env_m,
+        # train_sps scaled to one gradient step of batch 32 per 4 env steps (exact when the
+        # configuration does that work; else linear in gradient work, which dominates).
+        "train_sps_at_equal_gradient_work": equal_work,
+        "single_file_jax_dqn_sps": reference,
+        "vs_single_file_jax_dqn_at_equal_work": equal_work / reference if reference else None,
+        "compile_time_s": compile_time,
+        "warm_up_s": warm_up_time,
+        "updates_per_chunk": trainer.updates_per_chunk,
+        "loadavg_1min_before_timing": load_before,
+        "loadavg_1min_after_timing": os.getloadavg()[0],
+        "rounds": samples,
+    }
+
+
+# A widely used single-file JAX DDPG (1 env, one gradient step of batch 256 per env step)
+# runs at about this many env steps/s, steady, on the 2-core reference machine.
+SINGLE_FILE_JAX_DDPG_SPS = 300
+_DDPG_EQUAL_WORK = dict(num_envs=20, env_steps_per_update=1, grad_steps=20, batch_size=256,
+                        policy_delay=2, min_replay=2_000)
+
 BENCHES = {
     "a2c": lambda rounds: bench_preset("cartpole-a2c", rounds, chunk_steps=40_000),
+    # DDPG: each preset's own figure, and the single-file JAX DDPG's gradient work: per env
+    # step one critic step of batch 256, and an actor step with soft target updates every
+    # other env step (its policy_frequency=2). Learning is active from the first timed
+    # chunk (min_replay is reached in the warm-up chunk). Variants: 1 env, the actor every
+    # step (policy_delay=1), and its 256x256 networks instead of the presets' 150x150.
+    "ddpg": lambda rounds: bench_preset("reacher-ddpg", rounds, chunk_steps=20_000),
+    "ddpg-reference": lambda rounds: bench_preset("reacher-ddpg-reference", rounds,
+                                                  chunk_steps=20_000),
+    "ddpg-equal-work": lambda rounds: bench_preset(
+        "reacher-ddpg", rounds, chunk_steps=8_000, **_DDPG_EQUAL_WORK),
+    "ddpg-equal-work-1env": lambda rounds: bench_preset(
+        "reacher-ddpg", rounds, chunk_steps=4_000, **{**_DDPG_EQUAL_WORK, "num_envs": 1,
+                                                      "grad_steps": 1}),
+    "ddpg-equal-work-delay1": lambda rounds: bench_preset(
+        "reacher-ddpg", rounds, chunk_steps=8_000, **{**_DDPG_EQUAL_WORK, "policy_delay": 1}),
+    "ddpg-equal-work-256": lambda rounds: bench_preset(
+        "reacher-ddpg", rounds, chunk_steps=8_000, **{**_DDPG_EQUAL_WORK,
+                                                      "actor_hidden": (256, 256),
+                                                      "critic_hidden": (256, 256)}),
+    # DQN, timed with learning active. The Breakout preset already does 8 gradient steps of
+    # 32 per 32 env steps (equal work); CartPole is timed as preset and at equal work.
+    "dqn-cartpole": lambda rounds: bench_dqn("cartpole-dqn", rounds, chunk_steps=40_000),
+    "dqn-cartpole-equal-work": lambda rounds: bench_dqn(
+        "cartpole-dqn", rounds, chunk_steps=20_000, grad_steps=8, batch_size=32),
+    "dqn-breakout": lambda rounds: bench_dqn("breakout-dqn", rounds, chunk_steps=1_024),
 }
 
 
@@ -88,6 +200,17 @@ def main(argv=None) -> dict:
         print(f"{name:<14} {r['env_id']:<12} envs={r['num_envs']:<3} env-only "
               f"{r['env_only_sps']:>10,.0f} steps/s   train {r['train_sps']:>10,.0f} steps/s   "
               f"ratio {r['ratio']:.2f}")
+        if name.startswith("dqn"):
+            ref = r["vs_single_file_jax_dqn_at_equal_work"]
+            print(f"{'':<14} {r['grad_steps_per_env_step']:.3g} grad steps of "
+                  f"{r['batch_size']} per env step; at equal gradient work (1 of 32 per 4) "
+                  f"{r['train_sps_at_equal_gradient_work']:,.0f} steps/s"
+                  + (f" = {ref:.2f}x a single-file JAX DQN" if ref else ""))
+        if name.startswith("ddpg-equal-work"):
+            r["vs_single_file_jax_ddpg"] = r["train_sps"] / SINGLE_FILE_JAX_DDPG_SPS
+            print(f"{'':<14} 1 critic step of batch 256 per env step: "
+                  f"{r['vs_single_file_jax_ddpg']:.1f}x the ~{SINGLE_FILE_JAX_DDPG_SPS} steps/s "
+                  "of a single-file JAX DDPG (1 env, its gradient work) on this machine")
     path = write_results("throughput", results)
     print(f"wrote {path}")
     return results

@@ -6,7 +6,11 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from rljax.agents.a2c import A2CConfig, make_a2c
+from rljax.agents.ddpg import DDPGConfig, make_ddpg
+from rljax.agents.dqn import DQNConfig, beta_schedule, make_dqn
 from rljax.training.loop import Trainer
+from rljax.training.memory import make_memory
+from rljax.training.off_policy import make_off_policy_trainer
 from rljax.training.on_policy import make_on_policy_trainer
 
 
@@ -34,9 +38,56 @@ def _a2c_trainer(agent, env, config: A2CConfig, updates_per_chunk: int, threshol
                                   updates_per_chunk=updates_per_chunk, threshold=threshold)
 
 
+def _ddpg_trainer(agent, env, config: DDPGConfig, updates_per_chunk: int, threshold):
+    memory = make_memory(capacity=config.replay_capacity, num_envs=env.spec.num_envs,
+                         batch_size=config.batch_size, n_step=config.n_step, gamma=config.gamma,
+                         alpha=config.alpha if config.prioritized else None,
+                         eps=config.priority_eps, min_size=config.min_replay, frames=False)
+    beta = config.beta
+    return make_off_policy_trainer(
+        agent, env, memory, env_steps_per_update=config.env_steps_per_update,
+        grad_steps=config.grad_steps, updates_per_chunk=updates_per_chunk,
+        beta_fn=lambda step: beta,
+        initial_priorities=config.prioritized and config.initial_priorities,
+        flush_every=config.flush_every, threshold=threshold)
+
+
+# Image-observation chunks stay short (a Breakout update takes about a second on a 2-core
+# CPU) so that the host reports progress often; unrolled ones also compile quickly.
+_IMAGE_UPDATES_PER_CHUNK = 32
+_UNROLLED_UPDATES_PER_CHUNK = 2
+
+
+def _dqn_trainer(agent, env, config: DQNConfig, updates_per_chunk: int, threshold):
+    spec = env.spec
+    frames = spec.is_atari if config.frame_replay is None else config.frame_replay
+    if frames and config.initial_priorities:
+        raise ValueError("initial_priorities needs flat replay, but frame replay is in use for "
+                         f"{spec.task_id}; set initial_priorities=false or frame_replay=false")
+    memory = make_memory(capacity=config.buffer_size, num_envs=spec.num_envs,
+                         batch_size=config.batch_size, n_step=config.n_step, gamma=config.gamma,
+                         alpha=config.alpha if config.prioritized else None,
+                         eps=config.priority_eps, min_size=config.min_replay, frames=frames)
+    if config.unroll:
+        updates_per_chunk = min(updates_per_chunk, _UNROLLED_UPDATES_PER_CHUNK)
+    elif spec.is_image:
+        updates_per_chunk = min(updates_per_chunk, _IMAGE_UPDATES_PER_CHUNK)
+    return make_off_policy_trainer(
+        agent, env, memory, env_steps_per_update=config.env_steps_per_update,
+        grad_steps=config.grad_steps, updates_per_chunk=updates_per_chunk,
+        beta_fn=beta_schedule(config) if config.prioritized else None,
+        initial_priorities=config.prioritized and config.initial_priorities,
+        unroll=config.unroll, threshold=threshold)
+
+
 ALGORITHMS: dict[str, Algorithm] = {
     "a2c": Algorithm("a2c", A2CConfig, make_a2c, _a2c_trainer,
                      "synchronous advantage actor-critic (discrete actions)"),
+    "ddpg": Algorithm("ddpg", DDPGConfig, make_ddpg, _ddpg_trainer,
+                      "deep deterministic policy gradient (continuous actions)"),
+    "dqn": Algorithm("dqn", DQNConfig, make_dqn, _dqn_trainer,
+                     "double DQN with dueling / noisy / n-step / prioritized options "
+                     "(discrete actions)"),
 }
 
 

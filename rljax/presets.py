@@ -7,6 +7,8 @@ import difflib
 from typing import Any
 
 from rljax.agents.a2c import A2CConfig
+from rljax.agents.ddpg import DDPGConfig
+from rljax.agents.dqn import DQNConfig
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -56,6 +58,98 @@ _PRESETS: list[Preset] = [
         notes="reference A2C (separate actor 2x128 / critic 2x64, 5-step rollouts) with "
               "GAE(0.95) advantages: 8 of 8 seeds solve within 500k steps here, against 7 "
               "of 8 with plain 5-step returns (--set gae_lambda=none)",
+    ),
+]
+
+# DQN. The reference (Breakout) trains 1,000,000 updates of 8 envs x 4 steps = 32M env steps.
+_DQN_KEYS = ("num_envs", "env_steps_per_update", "grad_steps", "batch_size", "buffer_size",
+             "lr", "target_period", "epsilon", "beta")
+_PRESETS += [
+    Preset(
+        name="cartpole-dqn",
+        algo="dqn",
+        env_id="CartPole-v1",
+        config=DQNConfig(grad_steps=4, batch_size=64, buffer_size=50_000, learning_starts=1_000,
+                         n_step=3, hidden_sizes=(128, 128), lr=5e-4, max_grad_norm=10.0,
+                         target_period=50, epsilon=((0, 1.0), (300, 0.02)),
+                         beta=((0, 0.4), (9_375, 1.0))),
+        total_steps=300_000,
+        threshold=475.0,
+        key_params=_DQN_KEYS + ("n_step", "hidden_sizes", "learning_starts"),
+        notes="tuned for wall time: 8 envs x 4 steps, then 4 gradient steps of 64 (8 samples "
+              "per env step), 3-step double dueling DQN with prioritized replay, target copy "
+              "every 50 updates, epsilon 1 -> 0.02 over the first 300 updates (9.6k steps)",
+    ),
+    Preset(
+        name="breakout-dqn",
+        algo="dqn",
+        env_id="Breakout-v5",
+        config=DQNConfig(),
+        total_steps=10_000_000,
+        chunk_steps=10_240,
+        key_params=_DQN_KEYS,
+        notes="the reference configuration (double + dueling DQN, prioritized replay 2^14, "
+              "Huber, Adam 2.5e-4, clip 0.5, target copy every 250 updates); the reference "
+              "trains 1,000,000 updates = 32M env steps, this preset defaults to 10M with "
+              "the reference breakpoints kept (epsilon 0.01 at update 500,000, beta 1 at "
+              "update 1,000,000), so a 10M-step run ends at epsilon 0.046 and beta 0.59",
+    ),
+    Preset(
+        name="breakout-dqn-500k",
+        algo="dqn",
+        env_id="Breakout-v5",
+        config=DQNConfig(grad_steps=4, epsilon=((0, 1.0), (3_125, 0.1), (12_500, 0.01)),
+                         beta=((0, 0.4), (15_625, 1.0))),
+        total_steps=500_000,
+        chunk_steps=10_240,
+        key_params=_DQN_KEYS,
+        notes="a 500k-step CPU demonstration, NOT the reference: breakout-dqn with half the "
+              "gradient work (4 gradient steps per update, 1 of 32 per 8 env steps) and the "
+              "schedules compressed: epsilon 1 -> 0.1 at update 3,125 (100k env steps) -> "
+              "0.01 at update 12,500 (400k), beta 0.4 -> 1 at the last update (15,625)",
+    ),
+]
+
+# DDPG on Reacher-v5 (50-step episodes; 51 env steps each with envpool's reset step).
+_DDPG_KEYS = ("num_envs", "env_steps_per_update", "grad_steps", "batch_size", "actor_lr",
+              "critic_lr", "tau", "gamma", "n_step", "noise", "noise_scale", "noise_decay")
+_PRESETS += [
+    Preset(
+        name="reacher-ddpg",
+        algo="ddpg",
+        env_id="Reacher-v5",
+        config=DDPGConfig(env_steps_per_update=1, grad_steps=10, batch_size=256,
+                          min_replay=5_000, replay_capacity=300_000, batch_norm=False,
+                          lr_decay_steps=150_000, actor_weight_decay=0.0,
+                          critic_weight_decay=0.0, tau=5e-3, target_critic_init="copy",
+                          target_noise=0.2, noise="gaussian", gaussian_sigma=0.3,
+                          noise_scale=1.0, noise_decay=0.98, noise_scale_min=0.1),
+        total_steps=500_000,
+        threshold=-3.75,
+        chunk_steps=20_000,
+        stop_on_solve=False,
+        key_params=_DDPG_KEYS + ("batch_norm", "target_noise", "lr_decay_steps"),
+        notes="tuned: 10 gradient steps of 256 per 20 env steps, no batch norm (the "
+              "batch-statistics noise limits the critic's precision), Adam 1e-3 -> 1e-4 over "
+              "150k steps without weight decay, tau 5e-3, target-action smoothing 0.2, "
+              "Gaussian noise 0.3 x 0.98^episode (floor 0.1); prioritized replay as the "
+              "reference. Solves in ~100-150k env steps; trains the whole 500k budget "
+              "(stop_on_solve off) to show the policy stays solved",
+    ),
+    Preset(
+        name="reacher-ddpg-reference",
+        algo="ddpg",
+        env_id="Reacher-v5",
+        config=DDPGConfig(),
+        total_steps=2_000_000,
+        threshold=-3.75,
+        chunk_steps=20_000,
+        stop_on_solve=True,
+        key_params=_DDPG_KEYS,
+        notes="the reference configuration: 20 envs, 100 gradient steps of 128 every 50 "
+              "steps, prioritized replay (alpha 0.6, beta 1, initial TD-error priorities), "
+              "Adam 1e-3 with L2 1e-4, tau 5e-4, OU(0.01, 0.2) x 0.75 * 0.92^episode; stops "
+              "at the solve threshold",
     ),
 ]
 

@@ -16,7 +16,7 @@ def _rljax(*args):
 
 
 @pytest.mark.parametrize("args,message", [
-    (["train", "cartpole-ac"], "unknown preset 'cartpole-ac' (did you mean 'cartpole-a2c'?)"),
+    (["train", "cartpole-ac"], "unknown preset 'cartpole-ac' (did you mean 'cartpole-a2c'"),
     (["train", "cartpole-a2c", "--set", "lr=3"], "unknown field 'lr' for A2CConfig"),
     (["train", "cartpole-a2c", "--set", "gamma=2"], "gamma must be a number in [0.0, 1.0]"),
     (["train", "cartpole-a2c", "--set", "gamma"], "--set expects field=value"),

@@ -14,6 +14,7 @@ import flax.linen as nn
 import jax.numpy as jnp
 import numpy as np
 
+from rljax.networks.conv import Conv
 from rljax.types import Array, PRNGKey
 
 ACTIVATIONS: dict[str, Callable[[Array], Array]] = {
@@ -86,9 +87,10 @@ class NatureCNN(nn.Module):
         x = x.reshape((-1,) + x.shape[-3:])
         x = jnp.transpose(x, (0, 2, 3, 1)).astype(jnp.float32) / 255.0
         init = _orthogonal(np.sqrt(2.0))
-        x = nn.relu(nn.Conv(32, (8, 8), (4, 4), padding="VALID", kernel_init=init)(x))
-        x = nn.relu(nn.Conv(64, (4, 4), (2, 2), padding="VALID", kernel_init=init)(x))
-        x = nn.relu(nn.Conv(64, (3, 3), (1, 1), padding="VALID", kernel_init=init)(x))
+        # conv.Conv: nn.Conv's parameters, with gradients that stay fast in XLA:CPU loops.
+        x = nn.relu(Conv(32, (8, 8), 4, kernel_init=init)(x))
+        x = nn.relu(Conv(64, (4, 4), 2, kernel_init=init)(x))
+        x = nn.relu(Conv(64, (3, 3), 1, kernel_init=init)(x))
         x = x.reshape((x.shape[0], -1))
         x = nn.relu(nn.Dense(self.features, kernel_init=init)(x))
         return x.reshape(batch_shape + (self.features,))

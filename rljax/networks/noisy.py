@@ -172,3 +172,17 @@ def noise_like(variables: Mapping[str, Any], batch_shape: tuple[int, ...] = (),
         return {k: v for k, v in children.items() if v}
 
     return build(variables["params"]) or {}
+
+
+def gaussian_noise_like(variables: Mapping[str, Any], key: PRNGKey,
+                        batch_shape: tuple[int, ...] = (), dtype: Any = jnp.float32
+                        ) -> dict[str, Any]:
+    """Fresh ``N(0, 1)`` noise inputs with the structure of :func:`noise_like`.
+
+    Unlike the ``"noise"`` rng stream (one draw for a whole batch), ``batch_shape`` gives
+    each row its own draw, e.g. ``(num_envs,)`` for independent exploration per env.
+    """
+    leaves, treedef = jax.tree.flatten(noise_like(variables, batch_shape, dtype))
+    keys = jax.random.split(key, max(len(leaves), 1))
+    return jax.tree.unflatten(treedef, [jax.random.normal(k, x.shape, x.dtype)
+                                        for k, x in zip(keys, leaves, strict=False)])

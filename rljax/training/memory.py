@@ -101,7 +101,14 @@ def _frame_memory(capacity, num_envs, batch_size, n, gamma, alpha, eps, min_size
         del td_fn  # frame storage computes n-step windows at sample time
         return buf.add(state, step, valid)
 
-    return Memory(buf.init, add, buf.sample, buf.update_priorities, buf.can_sample,
+    def can_sample(state) -> Array:
+        # Frame storage never has all `capacity` slots sampleable (the oldest S - 1 frames
+        # of each env are stack history, the newest n - 1 steps await their window, reset
+        # steps are not transitions), so a buffer whose every row is written counts as full.
+        full = state.t >= state.rows
+        return (buf.can_sample(state) | full) & (state.size >= batch_size)
+
+    return Memory(buf.init, add, buf.sample, buf.update_priorities, can_sample,
                   lambda s: s.size)
 
 

@@ -89,17 +89,30 @@ def make_off_policy_trainer(agent: OffPolicyAgent, env: Env, memory: Memory, *,
         return (agent_state, env_state, mem_state, update_step), None
 
     def grad_step(carry, key):
-        agent_state, mem_state, beta = carry
+        # Each step first writes the previous step's priorities, then samples: the same
+        # order of operations as sample -> update -> write, but with the write at the top
+        # of the loop body XLA:CPU updates the priority tree in place; written after the
+        # update it copies the whole tree twice per step (4 MB each at capacity 1M).
+        agent_state, mem_state, beta, indices, td_error = carry
+        mem_state = memory.update_priorities(mem_state, indices, td_error)
         sample_key, update_key = jax.random.split(key)
         batch = memory.sample(mem_state, sample_key, beta)
         agent_state, metrics, td_error = agent.update(agent_state, batch, update_key)
-        mem_state = memory.update_priorities(mem_state, batch.indices, td_error)
-        return (agent_state, mem_state, beta), metrics
+        return (agent_state, mem_state, beta, batch.indices, td_error), metrics
 
     def learn(agent_state, mem_state, beta, key):
-        (agent_state, mem_state, _), metrics = jax.lax.scan(
-            grad_step, (agent_state, mem_state, beta), jax.random.split(key, grad_steps),
-            unroll=grad_steps if unroll else 1)
+        def first_sample(agent_state, mem_state):
+            batch = memory.sample(mem_state, key, beta)
+            return batch.indices, agent.update(agent_state, batch, key)[2]
+
+        shapes = jax.eval_shape(first_sample, agent_state, mem_state)
+        # Slot -1 is no written slot: update_priorities ignores it.
+        no_write = (jnp.full(shapes[0].shape, -1, jnp.int32),
+                    jnp.zeros(shapes[1].shape, shapes[1].dtype))
+        (agent_state, mem_state, _, indices, td_error), metrics = jax.lax.scan(
+            grad_step, (agent_state, mem_state, beta, *no_write),
+            jax.random.split(key, grad_steps), unroll=grad_steps if unroll else 1)
+        mem_state = memory.update_priorities(mem_state, indices, td_error)
         return agent_state, mem_state, jax.tree.map(lambda m: jnp.mean(m, axis=0), metrics)
 
     def metrics_template(agent_state, mem_state, beta, key):
