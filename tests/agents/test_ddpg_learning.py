@@ -17,11 +17,12 @@ from rljax.envs.stats import recent_mean_return
 
 CONFIG = ddpg.DDPGConfig(num_envs=10, env_steps_per_update=2, grad_steps=6, batch_size=64,
                          min_replay=1_000, replay_capacity=50_000, actor_hidden=(64, 64),
-                         critic_hidden=(64, 64), tau=5e-3, target_critic_init="copy",
+                         critic_hidden=(64, 64), batch_norm=False, tau=5e-3,
+                         target_critic_init="copy",
                          noise="gaussian", gaussian_sigma=0.3, noise_scale=1.0,
                          noise_decay=0.9, actor_weight_decay=0.0, critic_weight_decay=0.0)
 UPDATES_PER_CHUNK = 250  # 5,000 env steps
-CHUNKS = 6
+CHUNKS = 8
 
 
 def with_corruptible_target(agent: OffPolicyAgent) -> OffPolicyAgent:
@@ -60,7 +61,8 @@ def test_ddpg_learns_reacher_and_a_corrupted_critic_does_not():
             state, metrics = chunk(state)
         assert np.all(np.isfinite(np.asarray(metrics["critic_loss"])))
         returns[corrupt] = float(recent_mean_return(state.env.stats))
-    # An arm that does not move scores about -10 per episode; one pushed away from the
-    # target by the sign-flipped critic scores worse than that.
-    assert returns[False] > -7.0, returns
-    assert returns[True] < -9.0, returns
+    # An arm that does not move (the initial policy, or one whose critic learns nothing)
+    # scores about -10 per episode; this run reaches about -6.6 after 40k env steps. The
+    # sign-flipped critic drives the arm away from the target: about -100.
+    assert returns[False] > -8.0, returns
+    assert returns[True] < -15.0, returns
