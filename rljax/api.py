@@ -90,7 +90,8 @@ def train(preset_or_config: str | Preset | RunConfig, *, progress: bool = False,
         progress: draw the progress line on stderr.
         run_dir: run directory (default: a new folder under ``logdir``).
         resume: a run directory to continue from its checkpoint.
-        **overrides: ``env``, ``total_steps``, ``seed``, ``num_envs``, ``logdir``,
+        **overrides: ``env``, ``total_steps``, ``seed``, ``num_envs``, ``num_seeds``,
+            ``sweep`` (``"field=v1,v2"`` or ``("field", [v1, v2])``), ``logdir``,
             ``eval_every``, ``eval_episodes``, ``tensorboard`` and any field of the
             agent's config (presets only).
     """

@@ -36,6 +36,9 @@ class RunConfig:
         eval_episodes: episodes per evaluation (one fresh env each).
         tensorboard: also write TensorBoard event files into the run directory.
         wandb_project: also log to this Weights & Biases project (needs wandb).
+        sweep: ``(field, (value, ...))``: one member per value of the agent's numeric
+            hyperparameter ``field`` (times ``num_seeds`` seeds each), all in one
+            compiled program; None: no sweep.
     """
 
     algo: str
@@ -55,6 +58,7 @@ class RunConfig:
     eval_episodes: int = 10
     tensorboard: bool = True
     wandb_project: str | None = None
+    sweep: tuple[str, tuple[float, ...]] | None = None
 
     def __post_init__(self):
         algo = get_algorithm(self.algo)
@@ -74,6 +78,24 @@ class RunConfig:
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not (
                 0 <= self.seed < 2**31):
             raise ValueError(f"seed must be an integer in [0, 2**31), got {self.seed!r}")
+        if self.sweep is not None:
+            from rljax.training.sweep import check_sweep
+
+            check_sweep(self.config, *self.sweep)
+        if self.num_members > 4096:
+            raise ValueError(f"a run holds at most 4096 members, got {self.num_members} "
+                             f"({self.num_seeds} seeds x {len(self.sweep[1])} sweep values)")
+
+    @property
+    def members(self) -> list[tuple[int, float | None]]:
+        """``(seed, sweep value or None)`` of each member, value-major."""
+        values = self.sweep[1] if self.sweep is not None else (None,)
+        return [(self.seed + k, v) for v in values for k in range(self.num_seeds)]
+
+    @property
+    def num_members(self) -> int:
+        """Independent agents in the program: seeds x sweep values."""
+        return self.num_seeds * (len(self.sweep[1]) if self.sweep is not None else 1)
 
     def to_dict(self) -> dict:
         return {
@@ -93,6 +115,7 @@ class RunConfig:
             "logdir": self.logdir,
             "tensorboard": self.tensorboard,
             "wandb_project": self.wandb_project,
+            "sweep": None if self.sweep is None else {self.sweep[0]: list(self.sweep[1])},
             "config": dataclasses.asdict(self.config),
         }
 
@@ -112,7 +135,15 @@ class RunConfig:
                    eval_episodes=data.get("eval_episodes", 10),
                    logdir=data.get("logdir", "runs"), preset=data.get("preset"),
                    tensorboard=data.get("tensorboard", True),
-                   wandb_project=data.get("wandb_project"))
+                   wandb_project=data.get("wandb_project"),
+                   sweep=_sweep_from_dict(data.get("sweep")))
+
+
+def _sweep_from_dict(data: dict | None) -> tuple[str, tuple[float, ...]] | None:
+    if not data:
+        return None
+    (name, values), = data.items()
+    return name, tuple(values)
 
 
 def _field_types(config_cls: type) -> dict[str, Any]:
@@ -218,9 +249,21 @@ def parse_assignments(items: list[str] | None) -> dict[str, str]:
     return out
 
 
+def parse_sweep(text: str | None) -> tuple[str, tuple[str, ...]] | None:
+    """Parses ``"field=v1,v2,..."`` (``--sweep``) into ``(field, (v1, v2, ...))``."""
+    if text is None:
+        return None
+    name, sep, values = text.partition("=")
+    parts = tuple(v.strip() for v in values.split(",") if v.strip())
+    if not sep or not name.strip() or len(parts) < 2:
+        raise ValueError(f"--sweep expects field=value1,value2[,...] (two values or more), "
+                         f"got {text!r}")
+    return name.strip(), parts
+
+
 def from_preset(preset: str | Preset, *, env: str | None = None, total_steps: int | None = None,
                 seed: int | None = None, num_envs: int | None = None,
-                num_seeds: int | None = None,
+                num_seeds: int | None = None, sweep: tuple[str, Any] | str | None = None,
                 logdir: str | None = None, tensorboard: bool = True,
                 wandb_project: str | None = None, eval_every: int | None = None,
                 eval_episodes: int | None = None, **overrides: Any) -> RunConfig:
@@ -238,6 +281,10 @@ def from_preset(preset: str | Preset, *, env: str | None = None, total_steps: in
 
         check_task_id(env)
     env_id = env or p.env_id
+    if isinstance(sweep, str):
+        sweep = parse_sweep(sweep)
+    if sweep is not None:
+        sweep = _coerce_sweep(algo.config_cls, *sweep)
     threshold = p.threshold if env is None or env == p.env_id else None
     if threshold is None and env is not None:
         threshold = _task_threshold(env_id)
@@ -250,10 +297,32 @@ def from_preset(preset: str | Preset, *, env: str | None = None, total_steps: in
         env_options=p.env_options if env is None else (), chunk_steps=p.chunk_steps,
         stop_on_solve=p.stop_on_solve,
         logdir=logdir or "runs", preset=p.name, tensorboard=tensorboard,
-        wandb_project=wandb_project,
+        wandb_project=wandb_project, sweep=sweep,
         eval_every=p.eval_every if eval_every is None else _coerce("eval_every", int, eval_every),
         eval_episodes=10 if eval_episodes is None else _coerce("eval_episodes", int,
                                                                eval_episodes))
+
+
+def _coerce_sweep(config_cls: type, name: str, values: Any) -> tuple[str, tuple[float, ...]]:
+    """``(field, values)`` with each value converted to the field's numeric type."""
+    types_ = _field_types(config_cls)
+    init_fields = [f.name for f in dataclasses.fields(config_cls) if f.init]
+    if name not in init_fields:
+        close = difflib.get_close_matches(name, init_fields, n=3)
+        hint = f" (did you mean {', '.join(map(repr, close))}?)" if close else ""
+        raise ValueError(f"unknown field {name!r} for {config_cls.__name__}{hint}; "
+                         f"allowed: {', '.join(init_fields)}")
+    tp = types_[name]
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        numeric = [a for a in typing.get_args(tp) if a in (int, float)]
+        tp = numeric[0] if len(numeric) == 1 else tp
+    if tp not in (int, float):
+        raise ValueError(f"--sweep {name}: only numeric (int or float) hyperparameters can be "
+                         f"swept, and {name} is {_describe(tp)}")
+    values = tuple(values)
+    if len(values) < 2:
+        raise ValueError(f"--sweep {name}: give two values or more, got {list(values)!r}")
+    return name, tuple(_coerce(name, tp, v) for v in values)
 
 
 def _task_threshold(env_id: str) -> float | None:

@@ -34,7 +34,8 @@ def _label(run_dir: str) -> str:
     if os.path.isfile(path):
         with open(path) as f:
             config = json.load(f)
-        return config.get("preset") or f"{config.get('algo')} {config.get('env_id')}"
+        return (config.get("label") or config.get("preset")
+                or f"{config.get('algo')} {config.get('env_id')}")
     return os.path.basename(os.path.normpath(run_dir))
 
 
@@ -56,12 +57,16 @@ def aggregate(curves: list[tuple[np.ndarray, np.ndarray]], points: int = 200):
 
 
 def expand_seeds(run_dir: str) -> list[str]:
-    """A many-seed run directory's per-seed folders (``seed_K/``), or the run itself."""
-    seeds = sorted(
-        (d for d in os.listdir(run_dir) if d.startswith("seed_") and os.path.isfile(
-            os.path.join(run_dir, d, "metrics.jsonl"))),
-        key=lambda d: int(d.split("_", 1)[1]) if d.split("_", 1)[1].isdigit() else 0)
-    return [os.path.join(run_dir, d) for d in seeds] or [run_dir]
+    """A many-member run directory's member folders (``seed_K/``, or
+    ``FIELD=VALUE_seed_K/`` in a sweep), or the run itself."""
+    def order(name: str):
+        seed = name.rsplit("seed_", 1)[1]
+        return (name.rsplit("seed_", 1)[0], int(seed) if seed.isdigit() else 0)
+
+    members = sorted((d for d in os.listdir(run_dir)
+                      if (d.startswith("seed_") or "_seed_" in d)
+                      and os.path.isfile(os.path.join(run_dir, d, "metrics.jsonl"))), key=order)
+    return [os.path.join(run_dir, d) for d in members] or [run_dir]
 
 
 def plot_runs(run_dirs: list[str], out: str, key: str = CURVE_KEY,

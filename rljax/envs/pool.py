@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import jax
@@ -191,7 +191,7 @@ def _seed_batched(pool_step: Callable, num_seeds: int) -> Callable:
 
 
 def make(task_id: str, num_envs: int = 8, seed: int = 0, *, num_seeds: int = 1,
-         **options: Any) -> Env:
+         member_seeds: Sequence[int] | None = None, **options: Any) -> Env:
     """Builds a batched envpool environment.
 
     Args:
@@ -203,6 +203,9 @@ def make(task_id: str, num_envs: int = 8, seed: int = 0, *, num_seeds: int = 1,
             seed + num_seeds - 1`` (``num_seeds * num_envs`` envs, seed-major), each
             seeded exactly as in a single run. Then ``reset()`` returns a state with a
             leading seed axis and ``step`` works under ``jax.vmap`` over that axis.
+        member_seeds: the run seed of each of the ``num_seeds`` members of the pool
+            (default ``seed, seed + 1, ...``); members may repeat a seed (a
+            hyperparameter sweep runs each value on the same seeds).
         **options: envpool options (``max_episode_steps``, ``episodic_life``,
             ``reward_clip``, ``num_threads``, ...). For Atari rljax defaults to
             ``episodic_life=True, reward_clip=True``.
@@ -219,8 +222,14 @@ def make(task_id: str, num_envs: int = 8, seed: int = 0, *, num_seeds: int = 1,
     merged = check_options(task_id, num_envs, seed, options)
     if isinstance(num_seeds, bool) or not isinstance(num_seeds, int) or num_seeds < 1:
         raise ValueError(f"num_seeds must be an integer >= 1, got {num_seeds!r}")
+    if member_seeds is None:
+        member_seeds = [int(seed) + k for k in range(num_seeds)]
+    member_seeds = [int(s) for s in member_seeds]
+    if len(member_seeds) != num_seeds or any(not 0 <= s < 2**31 for s in member_seeds):
+        raise ValueError(f"member_seeds must hold num_seeds={num_seeds} seeds in [0, 2**31), "
+                         f"got {member_seeds!r}")
     total = int(num_envs) * num_seeds
-    seeds = [s for k in range(num_seeds) for s in env_seeds(int(seed) + k, int(num_envs))]
+    seeds = [s for member in member_seeds for s in env_seeds(member, int(num_envs))]
     with warnings.catch_warnings():
         # gymnasium warns that float64 Box bounds are stored as float32: harmless here.
         warnings.filterwarnings("ignore", message=".*precision lowered.*")

@@ -31,8 +31,9 @@ from rljax.algorithms import get_algorithm
 from rljax.config import RunConfig
 from rljax.envs.stats import last_episodes
 from rljax.logging import JsonlWriter, Progress, Sinks, TensorBoardSink, WandbSink, write_json
+from rljax.training import sweep
 from rljax.training.loop import LoopState, Trainer
-from rljax.training.seeds import vectorize_seeds
+from rljax.training.seeds import vectorize_members, vectorize_seeds
 
 
 class RunResult(NamedTuple):
@@ -68,20 +69,40 @@ def make_run_dir(run: RunConfig) -> str:
 
 
 def build(run: RunConfig) -> tuple[envs.Env, Any, Trainer, int]:
-    """Builds env, agent and trainer for ``run``; returns them and the chunk count."""
+    """Builds env, agent and trainer for ``run``; returns them and the chunk count.
+
+    With several members (seeds, sweep values) the trainer runs them all in one
+    program over one envpool pool; ``agent`` is the base config's agent.
+
+    Raises:
+        rljax.training.sweep.SweepError: the swept hyperparameter changes shapes.
+    """
     algo = get_algorithm(run.algo)
-    env = envs.make(run.env_id, run.config.num_envs, run.seed, num_seeds=run.num_seeds,
-                    **dict(run.env_options))
+    members = run.members
+    env = envs.make(run.env_id, run.config.num_envs, run.seed, num_seeds=len(members),
+                    member_seeds=[s for s, _ in members], **dict(run.env_options))
     agent = algo.make_agent(run.config, env.spec)
     steps_per_update = run.config.steps_per_update
     total_updates = max(1, math.ceil(run.total_steps / steps_per_update))
     num_chunks = max(1, math.ceil(total_updates / max(1, run.chunk_steps // steps_per_update)))
     # A trainer may compile fewer updates per chunk than asked (e.g. conv learners on
     # XLA:CPU, which are slow inside rolled loops); the chunk count follows.
-    trainer = algo.make_trainer(agent, env, run.config, math.ceil(total_updates / num_chunks),
-                                run.threshold)
+    updates = math.ceil(total_updates / num_chunks)
+
+    def make_trainer(config):
+        member_agent = agent if config is run.config else algo.make_agent(config, env.spec)
+        return algo.make_trainer(member_agent, env, config, updates, run.threshold)
+
+    trainer = make_trainer(run.config)
     num_chunks = max(1, math.ceil(total_updates / trainer.updates_per_chunk))
-    if run.num_seeds > 1:
+    if run.sweep is not None:
+        field, values = run.sweep
+        builder = sweep.sweep_builder(make_trainer, run.config, field)
+        trainer = vectorize_members(builder, env, [s for s, _ in members],
+                                    sweep.sweep_values(run.config, field, values,
+                                                       run.num_seeds))
+        trainer = sweep.checked_init(trainer, field)
+    elif len(members) > 1:
         trainer = vectorize_seeds(trainer, env, run.seed)
     return env, agent, trainer, num_chunks
 
@@ -224,7 +245,7 @@ def train_run(run: RunConfig, *, run_dir: str | None = None, progress: bool = Tr
     save_every = max(1, round(run.checkpoint_steps / trainer.steps_per_chunk))
     display = Progress(total, enabled=progress, label=f"[{run.preset or run.algo}] ")
     sinks = _open_sinks(run, run_dir)
-    seed_sinks = [JsonlWriter(os.path.join(_seed_dir(run_dir, run.seed + k), "metrics.jsonl"))
+    seed_sinks = [JsonlWriter(os.path.join(_member_dir(run_dir, run, k), "metrics.jsonl"))
                   for k in range(num_seeds)] if num_seeds > 1 else []
     rows: list[dict] = []
     pending: list[dict] = []
@@ -293,18 +314,34 @@ def train_run(run: RunConfig, *, run_dir: str | None = None, progress: bool = Tr
                            first_steps, final_evals)
         write_json(os.path.join(run_dir, "summary.json"), summary)
         for k, seed_summary in enumerate(summary.get("seeds", [])):
-            folder = _seed_dir(run_dir, run.seed + k)
+            folder = _member_dir(run_dir, run, k)
             write_json(os.path.join(folder, "summary.json"), seed_summary)
-            write_json(os.path.join(folder, "config.json"),
-                       dict(run.to_dict(), seed=run.seed + k, num_seeds=1))
+            write_json(os.path.join(folder, "config.json"), _member_config(run, k))
         _plot_curve(run_dir)
     return RunResult(run_dir, state, summary, rows, agent, env.spec)
 
 
-def _seed_dir(run_dir: str, seed: int) -> str:
-    path = os.path.join(run_dir, f"seed_{seed}")
+def _member_name(run: RunConfig, k: int) -> str:
+    seed, value = run.members[k]
+    return f"seed_{seed}" if run.sweep is None else f"{run.sweep[0]}={value:g}_seed_{seed}"
+
+
+def _member_dir(run_dir: str, run: RunConfig, k: int) -> str:
+    """Member ``k``'s folder: ``seed_S`` (seeds) or ``FIELD=VALUE_seed_S`` (sweeps)."""
+    path = os.path.join(run_dir, _member_name(run, k))
     os.makedirs(path, exist_ok=True)
     return path
+
+
+def _member_config(run: RunConfig, k: int) -> dict:
+    """Member ``k`` as a single run's config.json (plus a plot label for sweeps)."""
+    seed, value = run.members[k]
+    out = dict(run.to_dict(), seed=seed, num_seeds=1, sweep=None)
+    if run.sweep is not None:
+        field = run.sweep[0]
+        out["config"] = dict(out["config"], **{field: value})
+        out["label"] = f"{run.preset or run.algo} {field}={value:g}"
+    return out
 
 
 def _nonfinite_message(run_dir: str, state, quantity: str) -> str:
@@ -347,6 +384,21 @@ def _seed_summary(stats: Any, solved_at: Any) -> dict:
     }
 
 
+def _sweep_summary(run: RunConfig, members: list[dict]) -> list[dict]:
+    """Per sweep value: the mean and std over its seeds, and how many solved."""
+    field, values = run.sweep
+    out = []
+    for value in values:
+        group = [m for m in members if m["sweep"][field] == value]
+        finals = [m["final_return_mean"] for m in group if m["final_return_mean"] is not None]
+        solved = [m["solved_at_step"] for m in group if m["solved_at_step"] is not None]
+        out.append({field: value, "final_return_mean": float(np.mean(finals)) if finals else None,
+                    "final_return_std": float(np.std(finals)) if finals else None,
+                    "seeds_solved": len(solved),
+                    "solved_at_step_mean": float(np.mean(solved)) if solved else None})
+    return out
+
+
 def _summary(run: RunConfig, state: LoopState, start: float, train_start: float,
              compile_time: float, interrupted: bool, first_steps: int = 0,
              evals: list[dict] | None = None) -> dict:
@@ -355,12 +407,14 @@ def _summary(run: RunConfig, state: LoopState, start: float, train_start: float,
     unless all did; ``sps``: all seeds' env steps) and ``seeds`` lists each one."""
     stats, steps, solved_at = jax.device_get((state.env.stats, state.env_steps,
                                               state.solved_at))
-    num_seeds = run.num_seeds
+    num_seeds = run.num_members
     env_steps = int(np.ravel(steps)[0])
     seeds = []
-    for k in range(num_seeds):
-        one = dict(seed=run.seed + k, **_seed_summary(_seed(stats, k, num_seeds),
-                                                      np.ravel(solved_at)[k]))
+    for k, (seed, value) in enumerate(run.members):
+        one = dict(seed=seed, **_seed_summary(_seed(stats, k, num_seeds),
+                                              np.ravel(solved_at)[k]))
+        if value is not None:
+            one["sweep"] = {run.sweep[0]: value}
         if evals is not None:
             one["eval_return_mean"] = evals[k]["return_mean"]
             one["eval_returns"] = evals[k]["returns"]
@@ -395,6 +449,10 @@ def _summary(run: RunConfig, state: LoopState, start: float, train_start: float,
         summary["final_return_std"] = float(np.std(finals)) if finals else None
         summary["seeds_solved"] = len(solved)
         summary["seeds"] = seeds
+    if run.sweep is not None:
+        summary["num_members"] = run.num_members
+        summary["num_seeds"] = run.num_seeds
+        summary["sweep"] = _sweep_summary(run, seeds)
     if interrupted:
         summary["interrupted"] = True
     if first_steps:

@@ -1,0 +1,113 @@
+"""Hyperparameter sweeps in one compiled program.
+
+``--sweep lr=1e-4,3e-4,1e-3`` runs one member per value (times the number of
+seeds). All members share one program, so a swept hyperparameter must not change
+any shape or the program's structure: inside the program the member's value is a
+traced scalar in place of the config's Python number, and the agent is built
+from that config. Learning rates, discounts, loss coefficients, exploration
+scales and the like qualify. A field that sizes arrays or loops (batch size,
+network widths, n-step length, num_envs, ...) or steers Python control flow is
+refused with :class:`SweepError` before anything is compiled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+# Fields that size the environment pool or the replay layout outside the agent's
+# program: refused without trying.
+STRUCTURAL_FIELDS = ("num_envs",)
+
+
+class SweepError(ValueError):
+    """A hyperparameter that cannot take one value per member of one program."""
+
+
+def check_sweep(config: Any, field: str, values: Sequence[float]) -> None:
+    """Validates each value as the config's own validation does, and refuses
+    fields that are not numbers or that size the environment pool.
+
+    Raises:
+        SweepError: a non-numeric or structural field, or fewer than two values.
+        ValueError: a value the config rejects (naming the field and what is allowed).
+    """
+    names = [f.name for f in dataclasses.fields(config)]
+    if field not in names:
+        raise SweepError(f"unknown field {field!r} for {type(config).__name__}; allowed: "
+                         f"{', '.join(names)}")
+    if field in STRUCTURAL_FIELDS:
+        raise SweepError(f"--sweep {field}: it sets the number of environments, a shape "
+                         "shared by all members; run one training per value instead")
+    current = getattr(config, field)
+    if isinstance(current, bool) or not isinstance(current, int | float):
+        raise SweepError(f"--sweep {field}: only numeric hyperparameters can be swept, and "
+                         f"{field} is {current!r}")
+    if len(values) < 2:
+        raise SweepError(f"--sweep {field}: give two values or more, got {list(values)!r}")
+    for value in values:
+        dataclasses.replace(config, **{field: value})
+
+
+def with_value(config: Any, field: str, value: Any) -> Any:
+    """A copy of the frozen ``config`` with ``field`` set to ``value`` (a traced
+    scalar), bypassing validation, which the concrete values already passed."""
+    out = copy.copy(config)
+    object.__setattr__(out, field, value)
+    return out
+
+
+def sweep_values(config: Any, field: str, values: Sequence[float], num_seeds: int
+                 ) -> jax.Array:
+    """``[len(values) * num_seeds]`` member values, value-major, in the field's dtype."""
+    dtype = jnp.int32 if isinstance(getattr(config, field), int) else jnp.float32
+    return jnp.repeat(jnp.asarray(values, dtype), num_seeds)
+
+
+def sweep_builder(make_trainer: Callable[[Any], Any], config: Any, field: str
+                  ) -> Callable[[Any], Any]:
+    """``value -> Trainer``: the base config's trainer for None, else one built from
+    the config with ``field`` replaced by the (traced) value."""
+
+    def build(value):
+        if value is None:
+            return make_trainer(config)
+        return make_trainer(with_value(config, field, value))
+
+    return build
+
+
+@contextlib.contextmanager
+def refusing(field: str):
+    """Turns a tracing failure caused by the swept hyperparameter (a traced value
+    where a Python number is needed) into a :class:`SweepError` naming it."""
+    try:
+        yield
+    except (TypeError, jax.errors.UnexpectedTracerError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise SweepError(
+            f"--sweep {field}: this hyperparameter sets a shape or the structure of the "
+            f"program (for example a batch or network size, a loop length, or a Python "
+            f"branch), so its values cannot share one program; run one training per value "
+            f"instead ({type(e).__name__}: {first[:200]})") from None
+
+
+def checked_init(trainer: Any, field: str) -> Any:
+    """The sweep trainer with an ``init`` that also traces (without compiling) one
+    chunk, so that a shape-changing hyperparameter fails there with a clear error.
+    (The env is reset once, as in a single run, so members reproduce single runs.)"""
+    inner = trainer.init
+
+    def init(key=None):
+        with refusing(field):
+            state = inner(key)
+            jax.eval_shape(trainer.chunk_fn, state)
+        return state
+
+    return trainer._replace(init=init)
