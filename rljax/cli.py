@@ -33,6 +33,8 @@ def _build_parser() -> argparse.ArgumentParser:
     train.add_argument("--sweep", metavar="FIELD=V1,V2,...",
                        help="train one agent per value of a numeric hyperparameter, all in "
                             "one program (times --seeds); e.g. --sweep actor_lr=1e-4,5e-4,1e-3")
+    train.add_argument("--devices", metavar="N",
+                       help="split the seeds (x sweep values) over N devices in one program")
     train.add_argument("--num-envs", help="number of parallel envs")
     train.add_argument("--logdir", help="parent folder of run directories (default runs/)")
     train.add_argument("--set", action="append", metavar="FIELD=VALUE", default=[],
@@ -94,6 +96,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
     run = from_preset(args.preset, env=args.env, total_steps=args.total_steps, seed=args.seed,
                       num_envs=args.num_envs, num_seeds=args.seeds, sweep=args.sweep,
+                      devices=args.devices,
                       logdir=args.logdir,
                       tensorboard=not args.no_tensorboard, wandb_project=args.wandb,
                       eval_every=args.eval_every, eval_episodes=args.eval_episodes,

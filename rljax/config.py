@@ -39,6 +39,9 @@ class RunConfig:
         sweep: ``(field, (value, ...))``: one member per value of the agent's numeric
             hyperparameter ``field`` (times ``num_seeds`` seeds each), all in one
             compiled program; None: no sweep.
+        devices: split the members (seeds x sweep values) over this many devices
+            (``jax.devices()[:devices]``, all hosts' devices under
+            ``jax.distributed``), one SPMD program; members must divide evenly.
     """
 
     algo: str
@@ -59,6 +62,7 @@ class RunConfig:
     tensorboard: bool = True
     wandb_project: str | None = None
     sweep: tuple[str, tuple[float, ...]] | None = None
+    devices: int = 1
 
     def __post_init__(self):
         algo = get_algorithm(self.algo)
@@ -82,6 +86,17 @@ class RunConfig:
             from rljax.training.sweep import check_sweep
 
             check_sweep(self.config, *self.sweep)
+        if isinstance(self.devices, bool) or not isinstance(self.devices, int) or (
+                self.devices < 1):
+            raise ValueError(f"devices must be an integer >= 1, got {self.devices!r}")
+        if self.devices > 1 and self.num_members == 1:
+            raise ValueError(f"devices={self.devices} splits members (seeds x sweep values) "
+                             "over devices; data-parallel learning of a single agent is not "
+                             "available: give --seeds (a multiple of the device count)")
+        if self.devices > 1 and self.num_members % self.devices:
+            raise ValueError(f"{self.num_members} members (seeds x sweep values) cannot be "
+                             f"split evenly over {self.devices} devices; use a multiple of "
+                             f"{self.devices}")
         if self.num_members > 4096:
             raise ValueError(f"a run holds at most 4096 members, got {self.num_members} "
                              f"({self.num_seeds} seeds x {len(self.sweep[1])} sweep values)")
@@ -116,6 +131,7 @@ class RunConfig:
             "tensorboard": self.tensorboard,
             "wandb_project": self.wandb_project,
             "sweep": None if self.sweep is None else {self.sweep[0]: list(self.sweep[1])},
+            "devices": self.devices,
             "config": dataclasses.asdict(self.config),
         }
 
@@ -136,7 +152,8 @@ class RunConfig:
                    logdir=data.get("logdir", "runs"), preset=data.get("preset"),
                    tensorboard=data.get("tensorboard", True),
                    wandb_project=data.get("wandb_project"),
-                   sweep=_sweep_from_dict(data.get("sweep")))
+                   sweep=_sweep_from_dict(data.get("sweep")),
+                   devices=data.get("devices", 1))
 
 
 def _sweep_from_dict(data: dict | None) -> tuple[str, tuple[float, ...]] | None:
@@ -264,6 +281,7 @@ def parse_sweep(text: str | None) -> tuple[str, tuple[str, ...]] | None:
 def from_preset(preset: str | Preset, *, env: str | None = None, total_steps: int | None = None,
                 seed: int | None = None, num_envs: int | None = None,
                 num_seeds: int | None = None, sweep: tuple[str, Any] | str | None = None,
+                devices: int | None = None,
                 logdir: str | None = None, tensorboard: bool = True,
                 wandb_project: str | None = None, eval_every: int | None = None,
                 eval_episodes: int | None = None, **overrides: Any) -> RunConfig:
@@ -298,6 +316,7 @@ def from_preset(preset: str | Preset, *, env: str | None = None, total_steps: in
         stop_on_solve=p.stop_on_solve,
         logdir=logdir or "runs", preset=p.name, tensorboard=tensorboard,
         wandb_project=wandb_project, sweep=sweep,
+        devices=1 if devices is None else _coerce("devices", int, devices),
         eval_every=p.eval_every if eval_every is None else _coerce("eval_every", int, eval_every),
         eval_episodes=10 if eval_episodes is None else _coerce("eval_episodes", int,
                                                                eval_episodes))

@@ -191,7 +191,8 @@ def _seed_batched(pool_step: Callable, num_seeds: int) -> Callable:
 
 
 def make(task_id: str, num_envs: int = 8, seed: int = 0, *, num_seeds: int = 1,
-         member_seeds: Sequence[int] | None = None, **options: Any) -> Env:
+         member_seeds: Sequence[int] | None = None, member_axis: bool | None = None,
+         **options: Any) -> Env:
     """Builds a batched envpool environment.
 
     Args:
@@ -206,6 +207,9 @@ def make(task_id: str, num_envs: int = 8, seed: int = 0, *, num_seeds: int = 1,
         member_seeds: the run seed of each of the ``num_seeds`` members of the pool
             (default ``seed, seed + 1, ...``); members may repeat a seed (a
             hyperparameter sweep runs each value on the same seeds).
+        member_axis: give states a leading member axis (and ``step`` its vmap rule)
+            even for one member (default: when ``num_seeds > 1``); used where several
+            pools each hold a share of the members (``rljax.training.sharding``).
         **options: envpool options (``max_episode_steps``, ``episodic_life``,
             ``reward_clip``, ``num_threads``, ...). For Atari rljax defaults to
             ``episodic_life=True, reward_clip=True``.
@@ -256,14 +260,16 @@ def make(task_id: str, num_envs: int = 8, seed: int = 0, *, num_seeds: int = 1,
         return handle, obs, reward, terminated.astype(bool), truncated.astype(bool), (
             raw_reward, game_over)
 
-    raw_step = pool_step if num_seeds == 1 else _seed_batched(pool_step, num_seeds)
+    if member_axis is None:
+        member_axis = num_seeds > 1
+    raw_step = _seed_batched(pool_step, num_seeds) if member_axis else pool_step
 
     def reset() -> EnvState:
         obs, _ = pool.reset()
         obs = jnp.asarray(np.asarray(obs).astype(spec.obs_dtype, copy=False))
         state = EnvState(handle=jnp.asarray(handle0), obs=obs, done=jnp.zeros((total,), bool),
                          stats=init_stats(total))
-        if num_seeds == 1:
+        if not member_axis:
             return state
         split = lambda x: x.reshape((num_seeds, spec.num_envs) + x.shape[1:])
         return EnvState(handle=jnp.broadcast_to(state.handle, (num_seeds,) + handle0.shape),

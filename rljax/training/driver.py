@@ -31,7 +31,7 @@ from rljax.algorithms import get_algorithm
 from rljax.config import RunConfig
 from rljax.envs.stats import last_episodes
 from rljax.logging import JsonlWriter, Progress, Sinks, TensorBoardSink, WandbSink, write_json
-from rljax.training import sweep
+from rljax.training import sharding, sweep
 from rljax.training.loop import LoopState, Trainer
 from rljax.training.seeds import vectorize_members, vectorize_seeds
 
@@ -79,8 +79,19 @@ def build(run: RunConfig) -> tuple[envs.Env, Any, Trainer, int]:
     """
     algo = get_algorithm(run.algo)
     members = run.members
-    env = envs.make(run.env_id, run.config.num_envs, run.seed, num_seeds=len(members),
-                    member_seeds=[s for s, _ in members], **dict(run.env_options))
+    mesh = None
+    if run.devices > 1:
+        available = jax.devices()
+        if run.devices > len(available):
+            raise ValueError(f"devices={run.devices} but JAX sees {len(available)} "
+                             f"({available[0].platform}); on CPU, set XLA_FLAGS="
+                             f"--xla_force_host_platform_device_count={run.devices}")
+        mesh = sharding.member_mesh(available[:run.devices])
+        env = sharding.make_sharded_env(run.env_id, run.config.num_envs,
+                                        [s for s, _ in members], mesh, **dict(run.env_options))
+    else:
+        env = envs.make(run.env_id, run.config.num_envs, run.seed, num_seeds=len(members),
+                        member_seeds=[s for s, _ in members], **dict(run.env_options))
     agent = algo.make_agent(run.config, env.spec)
     steps_per_update = run.config.steps_per_update
     total_updates = max(1, math.ceil(run.total_steps / steps_per_update))
@@ -101,9 +112,12 @@ def build(run: RunConfig) -> tuple[envs.Env, Any, Trainer, int]:
         trainer = vectorize_members(builder, env, [s for s, _ in members],
                                     sweep.sweep_values(run.config, field, values,
                                                        run.num_seeds))
-        trainer = sweep.checked_init(trainer, field)
-    elif len(members) > 1:
+    elif len(members) > 1 or mesh is not None:
         trainer = vectorize_seeds(trainer, env, run.seed)
+    if mesh is not None:
+        trainer = sharding.shard_trainer(trainer, mesh)
+    if run.sweep is not None:
+        trainer = sweep.checked_init(trainer, run.sweep[0])
     return env, agent, trainer, num_chunks
 
 
@@ -226,7 +240,9 @@ def train_run(run: RunConfig, *, run_dir: str | None = None, progress: bool = Tr
     write_json(os.path.join(run_dir, "config.json"), run.to_dict())
     state = trainer.init(jax.random.key(run.seed))
     if resume is not None:
-        state = checkpoint.restore(resume, state)
+        # Restored arrays go where the fresh state lives (sharded over devices or not).
+        state = jax.tree.map(lambda saved, fresh: jax.device_put(saved, fresh.sharding),
+                             checkpoint.restore(resume, state), state)
     compile_start = time.perf_counter()
     chunk = trainer.chunk.lower(state).compile()
     compile_time = time.perf_counter() - compile_start

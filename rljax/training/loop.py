@@ -49,6 +49,8 @@ class Trainer(NamedTuple):
         init_state: pure ``init_state(key, env_state) -> LoopState``.
         chunk_fn: ``chunk`` before jit (for vmapping over seeds).
         num_seeds: independent runs in the program (leading axis of the state).
+        member_values: ``[num_seeds]`` per-member hyperparameter values of a sweep
+            (``chunk_fn(state, values)`` takes them; see rljax.training.seeds).
     """
 
     init: Callable[[Array], LoopState]
@@ -58,6 +60,7 @@ class Trainer(NamedTuple):
     init_state: Callable[..., LoopState] | None = None
     chunk_fn: Callable[..., tuple[LoopState, dict]] | None = None
     num_seeds: int = 1
+    member_values: Any = None
 
     @property
     def steps_per_chunk(self) -> int:

@@ -71,15 +71,16 @@ def vectorize_members(make_trainer: Callable[[Any], Trainer], env, seeds: Sequen
     def init_state(keys: jax.Array, env_state):
         return v_init(keys, env_state, values)
 
-    def chunk_fn(state):
-        return v_chunk(state, values)
+    def chunk_fn(state, member_values=values):
+        return v_chunk(state, member_values)
 
     def init(key: jax.Array | None = None):
         del key  # each member's key comes from its own seed, as in a single run
         return init_state(keys, env.reset())
 
     return base._replace(init=init, chunk=jax.jit(chunk_fn, donate_argnums=0),
-                         init_state=init_state, chunk_fn=chunk_fn, num_seeds=num)
+                         init_state=init_state, chunk_fn=chunk_fn, num_seeds=num,
+                         member_values=values)
 
 
 def vectorize_seeds(trainer: Trainer, env, seed: int) -> Trainer:

@@ -107,7 +107,7 @@ def checked_init(trainer: Any, field: str) -> Any:
     def init(key=None):
         with refusing(field):
             state = inner(key)
-            jax.eval_shape(trainer.chunk_fn, state)
+            jax.eval_shape(trainer.chunk, state)
         return state
 
     return trainer._replace(init=init)

@@ -1,0 +1,121 @@
+"""Members (seeds, sweep values) sharded over devices, in one SPMD program.
+
+A many-member run keeps a leading member axis ``[M]`` on every leaf of its state
+(:mod:`rljax.training.seeds`). Here that axis is split over a 1-D device mesh
+(``jax.sharding.Mesh`` with axis ``"members"``): with ``D`` devices each holds
+``M / D`` members, their parameters, replay and envs, and runs the vmapped
+chunk on them (``jax.shard_map``). Nothing crosses devices while training.
+
+envpool's XLA step names its pool by a compile-time attribute, so one program
+cannot point different devices at different pools through an operand. Each
+device gets its own pool (its members' envs, seeded as in single runs), and the
+env step is a ``lax.switch`` on the device's index along the mesh axis whose
+branch ``d`` calls pool ``d``: every device compiles the same program and runs
+only its own branch.
+
+Across hosts the same program runs under ``jax.distributed.initialize()`` (JAX's
+own runtime): each process builds pools for its addressable devices only, the
+mesh spans ``jax.devices()``, and a process's branches for other processes'
+devices are never taken. Members must divide evenly over the devices.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from rljax import envs
+from rljax.envs.pool import Env, EnvState
+
+AXIS = "members"
+
+
+def member_mesh(devices: Sequence[jax.Device] | None = None) -> Mesh:
+    """A 1-D mesh over ``devices`` (default: all devices of all processes)."""
+    devices = list(jax.devices() if devices is None else devices)
+    return Mesh(np.array(devices), (AXIS,))
+
+
+def check_divisible(num_members: int, num_devices: int) -> None:
+    if num_members % num_devices:
+        raise ValueError(f"{num_members} members cannot be split evenly over {num_devices} "
+                         f"devices; use a multiple of {num_devices} seeds x sweep values")
+
+
+def make_sharded_env(task_id: str, num_envs: int, member_seeds: Sequence[int], mesh: Mesh,
+                     **options) -> Env:
+    """An env holding ``len(member_seeds)`` members' envs, one pool per device of
+    ``mesh``; its ``step`` must run inside ``shard_map`` over :data:`AXIS`.
+
+    ``reset()`` returns the global state (leading member axis), sharded over the mesh.
+    """
+    devices = list(mesh.devices.flat)
+    num_members, num_devices = len(member_seeds), len(devices)
+    check_divisible(num_members, num_devices)
+    per = num_members // num_devices
+    local = {d.id for d in jax.local_devices()}
+    pools: list[Env | None] = []
+    for i, device in enumerate(devices):
+        seeds = list(member_seeds[i * per:(i + 1) * per])
+        pools.append(envs.make(task_id, num_envs, seeds[0], num_seeds=per, member_seeds=seeds,
+                               member_axis=True, **options) if device.id in local else None)
+    first = next(p for p in pools if p is not None)
+    # A process holds pools for its own devices only; other devices' branches are
+    # never taken there, so they may call any local pool.
+    branches = [(p or first).step for p in pools]
+    sharding = NamedSharding(mesh, PartitionSpec(AXIS))
+
+    def reset() -> EnvState:
+        parts = [p.reset() if p is not None else None for p in pools]
+        shapes = jax.eval_shape(lambda: next(x for x in parts if x is not None))
+
+        def assemble(path_leaves, shape):
+            global_shape = (num_members,) + shape.shape[1:]
+            arrays = [jax.device_put(leaf, devices[i]) for i, leaf in enumerate(path_leaves)
+                      if leaf is not None]
+            return jax.make_array_from_single_device_arrays(global_shape, sharding, arrays)
+
+        leaves = [jax.tree.leaves(x) if x is not None else None for x in parts]
+        treedef = jax.tree.structure(shapes)
+        out = []
+        for j, shape in enumerate(jax.tree.leaves(shapes)):
+            out.append(assemble([lv[j] if lv is not None else None for lv in leaves], shape))
+        return jax.tree.unflatten(treedef, out)
+
+    def step(state: EnvState, action: jax.Array):
+        return jax.lax.switch(jax.lax.axis_index(AXIS), branches, state, action)
+
+    spec = dataclasses.replace(first.spec, num_seeds=num_members)
+    return Env(spec=spec, pool=[p.pool if p is not None else None for p in pools],
+               reset=reset, step=step, host_step=first.host_step)
+
+
+def shard_trainer(trainer, mesh: Mesh):
+    """A many-member trainer (built on :func:`make_sharded_env`) whose chunk runs
+    each device's members there: ``shard_map`` over the member axis, jitted with the
+    state donated; ``init`` places the state on the mesh."""
+    spec = PartitionSpec(AXIS)
+    sharding = NamedSharding(mesh, spec)
+    local_chunk = jax.shard_map(trainer.chunk_fn, mesh=mesh, in_specs=(spec, spec),
+                                out_specs=spec, check_vma=False)
+    values = jax.device_put(trainer.member_values, sharding)
+    inner_init = trainer.init
+
+    def init(key=None):
+        return jax.device_put(inner_init(key), sharding)
+
+    def chunk(state):
+        return local_chunk(state, values)
+
+    return trainer._replace(init=init, chunk=jax.jit(chunk, donate_argnums=0))
+
+
+def gather(tree):
+    """A sharded state or metrics tree as host NumPy arrays (all members)."""
+    return jax.tree.map(lambda x: np.asarray(jax.device_get(x)) if isinstance(
+        x, jax.Array) and not jnp.issubdtype(x.dtype, jax.dtypes.prng_key) else x, tree)
