@@ -10,9 +10,8 @@ import time
 from collections.abc import Callable
 
 import jax
-import jax.numpy as jnp
 
-from rljax import envs
+from rljax.bench import make_random_rollout  # noqa: F401 (re-exported for the benchmarks)
 from rljax.logging import to_jsonable
 
 RESULTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
@@ -34,25 +33,6 @@ def timed(fn: Callable[[], object]) -> float:
     return time.perf_counter() - start
 
 
-def make_random_rollout(env: envs.Env, steps: int):
-    """A jitted scan of ``steps`` env steps with uniformly random actions."""
-    spec = env.spec
-
-    def body(state, key):
-        if spec.discrete:
-            action = jax.random.randint(key, (spec.num_envs,), 0, spec.num_actions)
-        else:
-            action = jax.random.uniform(key, (spec.num_envs,) + spec.action_shape,
-                                        minval=jnp.asarray(spec.action_low),
-                                        maxval=jnp.asarray(spec.action_high))
-        state, _ = env.step(state, action)
-        return state, None
-
-    def run(state, key):
-        state, _ = jax.lax.scan(body, state, jax.random.split(key, steps))
-        return state
-
-    return jax.jit(run, donate_argnums=0)
 
 
 def interleaved(measure: dict[str, Callable[[], float]], rounds: int) -> dict[str, list[float]]:

@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
+import os
 import time
 
 import jax
 
 from benchmarks.common import (
+    RESULTS_DIR,
     interleaved,
     machine,
     make_random_rollout,
@@ -30,14 +33,9 @@ from rljax.config import from_preset
 from rljax.training.driver import build
 
 
-def bench_preset(preset: str, rounds: int, chunk_steps: int, **overrides) -> dict:
-    """Ceiling and training steps/s for a preset at its num_envs."""
-    run = from_preset(preset, **overrides)
-    run = dataclasses.replace(run, chunk_steps=chunk_steps, total_steps=chunk_steps * 1000)
-    env, _, trainer, _ = build(run)
-    state = trainer.init(jax.random.key(0))
-    chunk = trainer.chunk.lower(state).compile()
-    state, _ = chunk(state)  # warm up (learning may start later in off-policy loops)
+def _rounds(run, trainer, chunk, state, rounds: int) -> dict:
+    """Interleaved rounds of the compiled training chunk and of the env-only ceiling
+    (random actions in a jitted scan, same task and num_envs), in env steps/s."""
     box = {"train": state}
 
     def train_sps():
@@ -46,9 +44,9 @@ def bench_preset(preset: str, rounds: int, chunk_steps: int, **overrides) -> dic
             return metrics
         return trainer.steps_per_chunk / timed(go)
 
-    ceiling_env = envs.make(run.env_id, run.config.num_envs, run.seed + 1,
-                            **dict(run.env_options))
-    steps = max(1, trainer.steps_per_chunk // run.config.num_envs)
+    num_envs = run.config.num_envs
+    ceiling_env = envs.make(run.env_id, num_envs, run.seed + 1, **dict(run.env_options))
+    steps = max(1, trainer.steps_per_chunk // num_envs)
     rollout = make_random_rollout(ceiling_env, steps)
     ebox = {"state": rollout(ceiling_env.reset(), jax.random.key(1))}
 
@@ -56,9 +54,20 @@ def bench_preset(preset: str, rounds: int, chunk_steps: int, **overrides) -> dic
         def go():
             ebox["state"] = rollout(ebox["state"], jax.random.key(2))
             return ebox["state"]
-        return steps * run.config.num_envs / timed(go)
+        return steps * num_envs / timed(go)
 
-    samples = interleaved({"env_only": env_sps, "train": train_sps}, rounds)
+    return interleaved({"env_only": env_sps, "train": train_sps}, rounds)
+
+
+def bench_preset(preset: str, rounds: int, chunk_steps: int, **overrides) -> dict:
+    """Ceiling and training steps/s for a preset at its num_envs."""
+    run = from_preset(preset, **overrides)
+    run = dataclasses.replace(run, chunk_steps=chunk_steps, total_steps=chunk_steps * 1000)
+    env, _, trainer, _ = build(run)
+    state = trainer.init(jax.random.key(0))
+    chunk = trainer.chunk.lower(state).compile()
+    state, _ = chunk(state)  # warm up (learning may start later in off-policy loops)
+    samples = _rounds(run, trainer, chunk, state, rounds)
     env_m, train_m = median(samples["env_only"]), median(samples["train"])
     return {
         "preset": preset,
@@ -83,7 +92,6 @@ EQUAL_WORK_SAMPLES_PER_ENV_STEP = 8.0
 def bench_dqn(preset: str, rounds: int, chunk_steps: int, **overrides) -> dict:
     """Like :func:`bench_preset`, timed only once learning is active (replay filled to
     ``learning_starts``), with the gradient work per env step stated."""
-    import os
 
     import numpy as np
 
@@ -100,27 +108,8 @@ def bench_dqn(preset: str, rounds: int, chunk_steps: int, **overrides) -> dict:
         state, metrics = chunk(state)
         learning = bool(np.all(np.isfinite(np.asarray(metrics["loss"]))))
     warm_up_time = time.perf_counter() - warm_start
-    box = {"train": state}
-
-    def train_sps():
-        def go():
-            box["train"], metrics = chunk(box["train"])
-            return metrics
-        return trainer.steps_per_chunk / timed(go)
-
-    ceiling_env = envs.make(run.env_id, cfg.num_envs, run.seed + 1, **dict(run.env_options))
-    steps = max(1, trainer.steps_per_chunk // cfg.num_envs)
-    rollout = make_random_rollout(ceiling_env, steps)
-    ebox = {"state": rollout(ceiling_env.reset(), jax.random.key(1))}
-
-    def env_sps():
-        def go():
-            ebox["state"] = rollout(ebox["state"], jax.random.key(2))
-            return ebox["state"]
-        return steps * cfg.num_envs / timed(go)
-
     load_before = os.getloadavg()[0]
-    samples = interleaved({"env_only": env_sps, "train": train_sps}, rounds)
+    samples = _rounds(run, trainer, chunk, state, rounds)
     env_m, train_m = median(samples["env_only"]), median(samples["train"])
     per_step = cfg.grad_steps * cfg.batch_size / cfg.steps_per_update
     equal_work = train_m * per_step / EQUAL_WORK_SAMPLES_PER_ENV_STEP
@@ -211,6 +200,12 @@ def main(argv=None) -> dict:
             print(f"{'':<14} 1 critic step of batch 256 per env step: "
                   f"{r['vs_single_file_jax_ddpg']:.1f}x the ~{SINGLE_FILE_JAX_DDPG_SPS} steps/s "
                   "of a single-file JAX DDPG (1 env, its gradient work) on this machine")
+    if args.only:  # keep the other benchmarks' last figures
+        previous = os.path.join(RESULTS_DIR, "throughput.json")
+        if os.path.isfile(previous):
+            with open(previous) as f:
+                kept = json.load(f).get("results", {})
+            results["results"] = {**kept, **results["results"]}
     path = write_results("throughput", results)
     print(f"wrote {path}")
     return results
