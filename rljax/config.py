@@ -233,6 +233,16 @@ def _coerce(name: str, tp: Any, value: Any) -> Any:
     return value
 
 
+def _check_field(config_cls: type, name: str) -> None:
+    """ValueError naming an unknown field, with close matches and the allowed names."""
+    init_fields = [f.name for f in dataclasses.fields(config_cls) if f.init]
+    if name not in init_fields:
+        close = difflib.get_close_matches(name, init_fields, n=3)
+        hint = f" (did you mean {', '.join(map(repr, close))}?)" if close else ""
+        raise ValueError(f"unknown field {name!r} for {config_cls.__name__}{hint}; "
+                         f"allowed: {', '.join(init_fields)}")
+
+
 def build_config(config_cls: type, values: dict[str, Any], base: Any = None) -> Any:
     """Builds (or updates ``base`` of) ``config_cls`` from ``values``.
 
@@ -241,14 +251,9 @@ def build_config(config_cls: type, values: dict[str, Any], base: Any = None) -> 
             value of the wrong type, or one the config's validation rejects.
     """
     types_ = _field_types(config_cls)
-    init_fields = [f.name for f in dataclasses.fields(config_cls) if f.init]
     coerced = {}
     for name, value in values.items():
-        if name not in init_fields:
-            close = difflib.get_close_matches(name, init_fields, n=3)
-            hint = f" (did you mean {', '.join(map(repr, close))}?)" if close else ""
-            raise ValueError(f"unknown field {name!r} for {config_cls.__name__}{hint}; "
-                             f"allowed: {', '.join(init_fields)}")
+        _check_field(config_cls, name)
         coerced[name] = _coerce(name, types_[name], value)
     if base is None:
         return config_cls(**coerced)
@@ -324,14 +329,8 @@ def from_preset(preset: str | Preset, *, env: str | None = None, total_steps: in
 
 def _coerce_sweep(config_cls: type, name: str, values: Any) -> tuple[str, tuple[float, ...]]:
     """``(field, values)`` with each value converted to the field's numeric type."""
-    types_ = _field_types(config_cls)
-    init_fields = [f.name for f in dataclasses.fields(config_cls) if f.init]
-    if name not in init_fields:
-        close = difflib.get_close_matches(name, init_fields, n=3)
-        hint = f" (did you mean {', '.join(map(repr, close))}?)" if close else ""
-        raise ValueError(f"unknown field {name!r} for {config_cls.__name__}{hint}; "
-                         f"allowed: {', '.join(init_fields)}")
-    tp = types_[name]
+    _check_field(config_cls, name)
+    tp = _field_types(config_cls)[name]
     if typing.get_origin(tp) in (typing.Union, types.UnionType):
         numeric = [a for a in typing.get_args(tp) if a in (int, float)]
         tp = numeric[0] if len(numeric) == 1 else tp

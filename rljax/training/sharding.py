@@ -25,7 +25,6 @@ import dataclasses
 from collections.abc import Sequence
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
@@ -71,21 +70,16 @@ def make_sharded_env(task_id: str, num_envs: int, member_seeds: Sequence[int], m
     sharding = NamedSharding(mesh, PartitionSpec(AXIS))
 
     def reset() -> EnvState:
-        parts = [p.reset() if p is not None else None for p in pools]
-        shapes = jax.eval_shape(lambda: next(x for x in parts if x is not None))
+        # Each process resets its own pools; the shards form one global array.
+        local = [(devices[i], p.reset()) for i, p in enumerate(pools) if p is not None]
 
-        def assemble(path_leaves, shape):
-            global_shape = (num_members,) + shape.shape[1:]
-            arrays = [jax.device_put(leaf, devices[i]) for i, leaf in enumerate(path_leaves)
-                      if leaf is not None]
-            return jax.make_array_from_single_device_arrays(global_shape, sharding, arrays)
+        def assemble(*leaves):
+            shape = (num_members,) + leaves[0].shape[1:]
+            return jax.make_array_from_single_device_arrays(
+                shape, sharding, [jax.device_put(x, d) for (d, _), x in zip(local, leaves,
+                                                                          strict=True)])
 
-        leaves = [jax.tree.leaves(x) if x is not None else None for x in parts]
-        treedef = jax.tree.structure(shapes)
-        out = []
-        for j, shape in enumerate(jax.tree.leaves(shapes)):
-            out.append(assemble([lv[j] if lv is not None else None for lv in leaves], shape))
-        return jax.tree.unflatten(treedef, out)
+        return jax.tree.map(assemble, *[state for _, state in local])
 
     def step(state: EnvState, action: jax.Array):
         return jax.lax.switch(jax.lax.axis_index(AXIS), branches, state, action)
@@ -114,8 +108,3 @@ def shard_trainer(trainer, mesh: Mesh):
 
     return trainer._replace(init=init, chunk=jax.jit(chunk, donate_argnums=0))
 
-
-def gather(tree):
-    """A sharded state or metrics tree as host NumPy arrays (all members)."""
-    return jax.tree.map(lambda x: np.asarray(jax.device_get(x)) if isinstance(
-        x, jax.Array) and not jnp.issubdtype(x.dtype, jax.dtypes.prng_key) else x, tree)
