@@ -33,6 +33,13 @@ def timed(fn: Callable[[], object]) -> float:
     return time.perf_counter() - start
 
 
+def timed_wall_cpu(fn: Callable[[], object]) -> tuple[float, float]:
+    """(wall, process CPU) seconds of ``fn()``; CPU / wall is the cores it kept busy."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    jax.block_until_ready(fn())
+    return time.perf_counter() - wall, time.process_time() - cpu
+
+
 
 
 def interleaved(measure: dict[str, Callable[[], float]], rounds: int) -> dict[str, list[float]]:

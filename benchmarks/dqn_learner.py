@@ -13,13 +13,15 @@ learning active and in interleaved rounds (medians):
 * ``act_env_store``: the same chunk before learning starts (the loop's non-learning part),
   so ``chunk - act_env_store`` is the in-loop learner.
 
-``--conv lax`` swaps the Nature CNN's convolution back to plain ``lax.conv`` with JAX's
-own gradient, to show the slowdown the rewrite removes.
+``--conv`` picks the Nature CNN's convolution: ``matmul`` (the default, im2col with no
+conv op), ``xla`` (XLA's conv with the canonical-form custom VJP) or ``lax`` (plain
+``lax.conv`` with JAX's own gradient, to show the slowdown both rewrites remove).
 
-    python -m benchmarks.dqn_learner [--preset breakout-dqn] [--conv ours|lax] [--rounds 5]
-                                     [--set FIELD=VALUE ...] [--out NAME]
+    python -m benchmarks.dqn_learner [--preset breakout-dqn] [--conv matmul|xla|lax]
+                                     [--rounds 5] [--set FIELD=VALUE ...] [--out NAME]
 
-Writes benchmarks/results/dqn_learner[_lax].json (or NAME.json).
+Writes benchmarks/results/dqn_learner[_xla|_lax].json (or NAME.json). (Results written
+before the ``matmul`` method existed say ``"conv": "ours"``: that was ``xla``.)
 """
 
 from __future__ import annotations
@@ -33,16 +35,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from benchmarks.common import machine, write_results
+import rljax.networks.conv as conv_module
+from benchmarks.common import machine, timed_wall_cpu, write_results
 from rljax.config import from_preset, parse_assignments
 from rljax.training.driver import build
 from rljax.training.memory import make_memory
-
-
-def _timed(fn):
-    wall, cpu = time.perf_counter(), time.process_time()
-    jax.block_until_ready(fn())
-    return time.perf_counter() - wall, time.process_time() - cpu
 
 
 def _trainer(preset: str, unroll: bool, learning_starts: int, overrides: dict):
@@ -74,7 +71,7 @@ def _measure(preset: str, unroll: bool, rounds: int, overrides: dict):
         return box["metrics"]
 
     while True:  # until every update of a chunk learns; keep the warm-up's timings
-        t = _timed(in_loop)
+        t = timed_wall_cpu(in_loop)
         if bool(np.isfinite(np.asarray(box["metrics"]["loss"])).all()):
             break
         warm_up.append(t)
@@ -95,24 +92,26 @@ def _measure(preset: str, unroll: bool, rounds: int, overrides: dict):
         box["agent"] = agent_state
         return agent_state
 
-    pairs = [(_timed(standalone), _timed(in_loop)) for _ in range(rounds)]
+    pairs = [(timed_wall_cpu(standalone), timed_wall_cpu(in_loop)) for _ in range(rounds)]
     return cfg, compile_time, warm_up, pairs
 
 
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--preset", default="breakout-dqn")
-    parser.add_argument("--conv", choices=["ours", "lax"], default="ours")
+    parser.add_argument("--conv", choices=["matmul", "xla", "lax"], default="matmul")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                         help="override a config field of the preset")
     parser.add_argument("--out", default=None, help="results name (default dqn_learner)")
     args = parser.parse_args(argv)
     overrides = parse_assignments(args.set)
-    if args.conv == "lax":
-        import rljax.networks.conv as conv_module
-
-        conv_module.conv2d = conv_module._conv  # JAX's own conv gradient
+    # conv.Conv looks its functions up by module name when it is traced, so replacing them
+    # switches every Nature CNN the trainer builds (the default method is "matmul").
+    if args.conv == "xla":
+        conv_module.conv2d_matmul = conv_module.conv2d
+    elif args.conv == "lax":  # JAX's own conv gradient
+        conv_module.conv2d_matmul = conv_module.conv2d = conv_module._conv
     # The two loop variants are timed one after the other (each interleaved with the
     # standalone steps), each with its own env pool built just before it runs: two pools
     # built and reset before either steps make the second one's first XLA step fail.
@@ -141,7 +140,7 @@ def main(argv=None) -> dict:
         result[unit] = out
     result["samples"] = {k: [[float(a), float(b)] for a, b in v] for k, v in samples.items()}
     result["samples"]["act_env_store"] = [[float(a), float(b)] for a, b in act_env_store]
-    suffix = "" if args.conv == "ours" else "_lax"
+    suffix = "" if args.conv == "matmul" else f"_{args.conv}"
     result["overrides"] = overrides
     print(f"{args.preset} ({args.conv} conv): per loop update of {cfg.grad_steps} gradient "
           f"steps of {cfg.batch_size} and {cfg.steps_per_update} env steps")

@@ -34,7 +34,8 @@ def _build_parser() -> argparse.ArgumentParser:
                        help="train one agent per value of a numeric hyperparameter, all in "
                             "one program (times --seeds); e.g. --sweep actor_lr=1e-4,5e-4,1e-3")
     train.add_argument("--devices", metavar="N",
-                       help="split the seeds (x sweep values) over N devices in one program")
+                       help="split the seeds (x sweep values) over N devices in one program; "
+                            "one A2C agent learns data-parallel over them")
     train.add_argument("--num-envs", help="number of parallel envs")
     train.add_argument("--logdir", help="parent folder of run directories (default runs/)")
     train.add_argument("--set", action="append", metavar="FIELD=VALUE", default=[],

@@ -41,7 +41,9 @@ class RunConfig:
             compiled program; None: no sweep.
         devices: split the members (seeds x sweep values) over this many devices
             (``jax.devices()[:devices]``, all hosts' devices under
-            ``jax.distributed``), one SPMD program; members must divide evenly.
+            ``jax.distributed``), one SPMD program; members must divide evenly. A
+            single agent (one seed, no sweep) learns data-parallel instead: its envs
+            are split over the devices and the gradients summed across them (A2C).
     """
 
     algo: str
@@ -90,10 +92,16 @@ class RunConfig:
                 self.devices < 1):
             raise ValueError(f"devices must be an integer >= 1, got {self.devices!r}")
         if self.devices > 1 and self.num_members == 1:
-            raise ValueError(f"devices={self.devices} splits members (seeds x sweep values) "
-                             "over devices; data-parallel learning of a single agent is not "
-                             "available: give --seeds (a multiple of the device count)")
-        if self.devices > 1 and self.num_members % self.devices:
+            from rljax.training import data_parallel
+
+            if self.algo not in data_parallel.ALGORITHMS:
+                raise ValueError(
+                    f"devices={self.devices} with one agent means data-parallel learning, "
+                    f"available for {', '.join(data_parallel.ALGORITHMS)}, not {self.algo}; "
+                    f"give --seeds (a multiple of {self.devices}) to split {self.algo} "
+                    "members over the devices")
+            data_parallel.check_split(self.config.num_envs, self.devices)
+        if self.devices > 1 and self.num_members > 1 and self.num_members % self.devices:
             raise ValueError(f"{self.num_members} members (seeds x sweep values) cannot be "
                              f"split evenly over {self.devices} devices; use a multiple of "
                              f"{self.devices}")

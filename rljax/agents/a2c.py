@@ -177,9 +177,15 @@ def advantages_and_returns(config: A2CConfig, batch: Rollout,
     return jax.lax.stop_gradient(adv), jax.lax.stop_gradient(returns)
 
 
-def loss(config: A2CConfig, spec: EnvSpec, params: Params,
-         batch: Rollout) -> tuple[Array, Metrics]:
-    """A2C loss on a rollout; returns ``(loss, metrics)``."""
+def loss(config: A2CConfig, spec: EnvSpec, params: Params, batch: Rollout,
+         axis_name: str | None = None) -> tuple[Array, Metrics]:
+    """A2C loss on a rollout; returns ``(loss, metrics)``.
+
+    With ``axis_name`` the rollout is one shard of a batch split over that mesh axis
+    (data-parallel learning): advantages are normalized with the whole batch's
+    statistics, and the loss and metrics are this shard's terms of the whole batch's
+    means (their sums over the axis are the means).
+    """
     networks = _networks(config, spec)
     if networks.critic is None:
         logits, values = networks.actor.apply(params, batch.obs)
@@ -190,30 +196,38 @@ def loss(config: A2CConfig, spec: EnvSpec, params: Params,
     adv, returns = advantages_and_returns(config, batch, values)
     mask = batch.valid
     if config.normalize_advantages:
-        adv = losses.normalize(adv, mask)
-    pg = losses.masked_mean(losses.policy_gradient_loss(logits, batch.action, adv), mask)
-    entropy = -losses.masked_mean(losses.entropy_loss(logits), mask)
-    vloss = losses.masked_mean(losses.value_loss(values[:-1], returns), mask)
+        adv = losses.normalize(adv, mask, axis_name=axis_name)
+    mean = functools.partial(losses.masked_mean_share, mask=mask, axis_name=axis_name)
+    pg = mean(losses.policy_gradient_loss(logits, batch.action, adv))
+    entropy = -mean(losses.entropy_loss(logits))
+    vloss = mean(losses.value_loss(values[:-1], returns))
     value_weight = config.value_coef if config.shared_torso else 1.0
     total = pg - config.entropy_coef * entropy + value_weight * vloss
     metrics = {"loss": total, "policy_loss": pg, "value_loss": vloss, "entropy": entropy,
-               "value_mean": losses.masked_mean(values[:-1], mask)}
+               "value_mean": mean(values[:-1])}
     return total, metrics
 
 
 def update(config: A2CConfig, spec: EnvSpec, state: A2CState, batch: Rollout,
-           key: PRNGKey) -> tuple[A2CState, Metrics]:
+           key: PRNGKey, axis_name: str | None = None) -> tuple[A2CState, Metrics]:
     del key
-    grads, metrics = jax.grad(functools.partial(loss, config, spec), has_aux=True)(
-        state.params, batch)
+    grads, metrics = jax.grad(functools.partial(loss, config, spec, axis_name=axis_name),
+                              has_aux=True)(state.params, batch)
+    if axis_name is not None:  # the shards' terms sum to the whole batch's gradient
+        grads, metrics = jax.lax.psum((grads, metrics), axis_name)
     updates, opt_state = _make_optimizer(config).update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
     metrics["grad_norm"] = optax.global_norm(grads)
     return A2CState(params=params, opt_state=opt_state, step=state.step + 1), metrics
 
 
-def make_a2c(config: A2CConfig, spec: EnvSpec) -> Agent:
+def make_a2c(config: A2CConfig, spec: EnvSpec, axis_name: str | None = None) -> Agent:
     """Builds the A2C agent for a discrete-action environment.
+
+    ``axis_name``: learn data-parallel over that mesh axis (``update`` runs inside
+    ``shard_map``, each shard holding part of the envs; the gradient is the whole batch's,
+    summed over shards, and every shard applies the same step). See
+    :mod:`rljax.training.data_parallel`.
 
     Raises:
         ValueError: if the environment's actions are continuous.
@@ -225,7 +239,7 @@ def make_a2c(config: A2CConfig, spec: EnvSpec) -> Agent:
     return Agent(
         init=functools.partial(init, config, spec),
         act=functools.partial(act, config, spec),
-        update=functools.partial(update, config, spec),
+        update=functools.partial(update, config, spec, axis_name=axis_name),
         greedy_act=functools.partial(greedy_act, config, spec),
         params=lambda state: state.params,
     )

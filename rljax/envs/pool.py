@@ -192,7 +192,7 @@ def _seed_batched(pool_step: Callable, num_seeds: int) -> Callable:
 
 def make(task_id: str, num_envs: int = 8, seed: int = 0, *, num_seeds: int = 1,
          member_seeds: Sequence[int] | None = None, member_axis: bool | None = None,
-         **options: Any) -> Env:
+         data_shard: tuple[str, int, int] | None = None, **options: Any) -> Env:
     """Builds a batched envpool environment.
 
     Args:
@@ -210,6 +210,13 @@ def make(task_id: str, num_envs: int = 8, seed: int = 0, *, num_seeds: int = 1,
         member_axis: give states a leading member axis (and ``step`` its vmap rule)
             even for one member (default: when ``num_seeds > 1``); used where several
             pools each hold a share of the members (``rljax.training.sharding``).
+        data_shard: ``(axis_name, index, count)``: this pool holds shard ``index`` of
+            ``count`` equal shards of one run's ``num_envs * count`` envs (envs
+            ``index * num_envs ...``, seeded as in the unsharded run), for data-parallel
+            learning over a device mesh axis (``rljax.training.data_parallel``). Its
+            ``step`` must run inside ``shard_map`` over ``axis_name``: it gathers every
+            shard's rewards and episode ends, so the episode statistics are those of
+            the whole run, identical on every device.
         **options: envpool options (``max_episode_steps``, ``episodic_life``,
             ``reward_clip``, ``num_threads``, ...). For Atari rljax defaults to
             ``episodic_life=True, reward_clip=True``.
@@ -234,6 +241,14 @@ def make(task_id: str, num_envs: int = 8, seed: int = 0, *, num_seeds: int = 1,
                          f"got {member_seeds!r}")
     total = int(num_envs) * num_seeds
     seeds = [s for member in member_seeds for s in env_seeds(member, int(num_envs))]
+    stats_envs = total
+    if data_shard is not None:
+        axis_name, shard, shards = data_shard
+        if num_seeds != 1 or member_axis or not 0 <= shard < shards:
+            raise ValueError(f"data_shard={data_shard!r} needs one member and a shard index "
+                             "in [0, count)")
+        seeds = env_seeds(member_seeds[0], total * shards)[shard * total:(shard + 1) * total]
+        stats_envs = total * shards
     with warnings.catch_warnings():
         # gymnasium warns that float64 Box bounds are stored as float32: harmless here.
         warnings.filterwarnings("ignore", message=".*precision lowered.*")
@@ -268,7 +283,7 @@ def make(task_id: str, num_envs: int = 8, seed: int = 0, *, num_seeds: int = 1,
         obs, _ = pool.reset()
         obs = jnp.asarray(np.asarray(obs).astype(spec.obs_dtype, copy=False))
         state = EnvState(handle=jnp.asarray(handle0), obs=obs, done=jnp.zeros((total,), bool),
-                         stats=init_stats(total))
+                         stats=init_stats(stats_envs))
         if not member_axis:
             return state
         split = lambda x: x.reshape((num_seeds, spec.num_envs) + x.shape[1:])
@@ -282,7 +297,15 @@ def make(task_id: str, num_envs: int = 8, seed: int = 0, *, num_seeds: int = 1,
             state.handle, action)
         valid = ~state.done
         episode_end = (game_over | truncated) & valid
-        stats, ep_ret, ep_len = update_stats(state.stats, raw_reward, valid, episode_end)
+        if data_shard is None:
+            stats, ep_ret, ep_len = update_stats(state.stats, raw_reward, valid, episode_end)
+        else:  # every shard's envs, in the unsharded run's order
+            everyone = lambda x: jax.lax.all_gather(x, data_shard[0], tiled=True)
+            stats, ep_ret, ep_len = update_stats(state.stats, everyone(raw_reward),
+                                                 everyone(valid), everyone(episode_end))
+            start = jax.lax.axis_index(data_shard[0]) * total
+            mine = lambda x: jax.lax.dynamic_slice_in_dim(x, start, total)
+            ep_ret, ep_len = mine(ep_ret), mine(ep_len)
         new_state = EnvState(handle=handle, obs=obs, done=terminated | truncated, stats=stats)
         return new_state, StepResult(obs, reward, terminated, truncated, valid, episode_end,
                                      ep_ret, ep_len)

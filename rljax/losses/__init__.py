@@ -2,6 +2,7 @@
 
 from rljax.losses.policy_gradient import entropy_loss
 from rljax.losses.policy_gradient import masked_mean
+from rljax.losses.policy_gradient import masked_mean_share
 from rljax.losses.policy_gradient import normalize
 from rljax.losses.policy_gradient import policy_gradient_loss
 from rljax.losses.policy_gradient import value_loss
@@ -26,6 +27,7 @@ __all__ = [
     "l2_loss",
     "lambda_returns",
     "masked_mean",
+    "masked_mean_share",
     "n_step_returns",
     "normalize",
     "policy_gradient_loss",

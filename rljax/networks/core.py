@@ -7,6 +7,7 @@ ever see parameter pytrees.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -80,6 +81,7 @@ class NatureCNN(nn.Module):
     """
 
     features: int = 512
+    conv_method: str = "matmul"  # conv.Conv's method: "matmul" (im2col) or "xla"
 
     @nn.compact
     def __call__(self, x: Array) -> Array:
@@ -87,10 +89,12 @@ class NatureCNN(nn.Module):
         x = x.reshape((-1,) + x.shape[-3:])
         x = jnp.transpose(x, (0, 2, 3, 1)).astype(jnp.float32) / 255.0
         init = _orthogonal(np.sqrt(2.0))
-        # conv.Conv: nn.Conv's parameters, with gradients that stay fast in XLA:CPU loops.
-        x = nn.relu(Conv(32, (8, 8), 4, kernel_init=init)(x))
-        x = nn.relu(Conv(64, (4, 4), 2, kernel_init=init)(x))
-        x = nn.relu(Conv(64, (3, 3), 1, kernel_init=init)(x))
+        # conv.Conv: nn.Conv's parameters (either method), with gradients that stay fast
+        # in XLA:CPU loops; "matmul" has no conv op at all (faster on CPU, see conv.py).
+        conv = functools.partial(Conv, kernel_init=init, method=self.conv_method)
+        x = nn.relu(conv(32, (8, 8), 4)(x))
+        x = nn.relu(conv(64, (4, 4), 2)(x))
+        x = nn.relu(conv(64, (3, 3), 1)(x))
         x = x.reshape((x.shape[0], -1))
         x = nn.relu(nn.Dense(self.features, kernel_init=init)(x))
         return x.reshape(batch_shape + (self.features,))
@@ -141,9 +145,12 @@ def make_mlp(hidden_sizes: Sequence[int], output_size: int | None = None,
     return from_module(MLP(tuple(hidden_sizes), output_size, activation, output_scale))
 
 
-def make_nature_cnn(features: int = 512) -> Network:
-    """Nature CNN torso for ``[..., 4, 84, 84]`` uint8 frames; output ``[..., features]``."""
-    return from_module(NatureCNN(features))
+def make_nature_cnn(features: int = 512, conv_method: str = "matmul") -> Network:
+    """Nature CNN torso for ``[..., 4, 84, 84]`` uint8 frames; output ``[..., features]``.
+
+    ``conv_method``: :class:`~rljax.networks.conv.Conv`'s ``"matmul"`` or ``"xla"`` (same
+    parameters either way)."""
+    return from_module(NatureCNN(features, conv_method))
 
 
 def make_policy_network(obs_shape: Sequence[int], num_actions: int,

@@ -31,7 +31,7 @@ from rljax.algorithms import get_algorithm
 from rljax.config import RunConfig
 from rljax.envs.stats import last_episodes
 from rljax.logging import JsonlWriter, Progress, Sinks, TensorBoardSink, WandbSink, write_json
-from rljax.training import sharding, sweep
+from rljax.training import data_parallel, sharding, sweep
 from rljax.training.loop import LoopState, Trainer
 from rljax.training.seeds import vectorize_members, vectorize_seeds
 
@@ -86,6 +86,8 @@ def build(run: RunConfig) -> tuple[envs.Env, Any, Trainer, int]:
             raise ValueError(f"devices={run.devices} but JAX sees {len(available)} "
                              f"({available[0].platform}); on CPU, set XLA_FLAGS="
                              f"--xla_force_host_platform_device_count={run.devices}")
+        if len(members) == 1:
+            return _build_data_parallel(run, algo, available[:run.devices])
         mesh = sharding.member_mesh(available[:run.devices])
         env = sharding.make_sharded_env(run.env_id, run.config.num_envs,
                                         [s for s, _ in members], mesh, **dict(run.env_options))
@@ -93,19 +95,14 @@ def build(run: RunConfig) -> tuple[envs.Env, Any, Trainer, int]:
         env = envs.make(run.env_id, run.config.num_envs, run.seed, num_seeds=len(members),
                         member_seeds=[s for s, _ in members], **dict(run.env_options))
     agent = algo.make_agent(run.config, env.spec)
-    steps_per_update = run.config.steps_per_update
-    total_updates = max(1, math.ceil(run.total_steps / steps_per_update))
-    num_chunks = max(1, math.ceil(total_updates / max(1, run.chunk_steps // steps_per_update)))
-    # A trainer may compile fewer updates per chunk than asked (e.g. conv learners on
-    # XLA:CPU, which are slow inside rolled loops); the chunk count follows.
-    updates = math.ceil(total_updates / num_chunks)
 
     def make_trainer(config):
         member_agent = agent if config is run.config else algo.make_agent(config, env.spec)
-        return algo.make_trainer(member_agent, env, config, updates, run.threshold)
+        return algo.make_trainer(member_agent, env, config, _updates_per_chunk(run),
+                                 run.threshold)
 
     trainer = make_trainer(run.config)
-    num_chunks = max(1, math.ceil(total_updates / trainer.updates_per_chunk))
+    num_chunks = _num_chunks(run, trainer)
     if run.sweep is not None:
         field, values = run.sweep
         builder = sweep.sweep_builder(make_trainer, run.config, field)
@@ -119,6 +116,36 @@ def build(run: RunConfig) -> tuple[envs.Env, Any, Trainer, int]:
     if run.sweep is not None:
         trainer = sweep.checked_init(trainer, run.sweep[0])
     return env, agent, trainer, num_chunks
+
+
+def _total_updates(run: RunConfig) -> int:
+    return max(1, math.ceil(run.total_steps / run.config.steps_per_update))
+
+
+def _updates_per_chunk(run: RunConfig) -> int:
+    """Updates per chunk asked of the trainer: ``chunk_steps`` worth, evened out over the
+    run's chunks."""
+    total = _total_updates(run)
+    chunks = max(1, math.ceil(total / max(1, run.chunk_steps // run.config.steps_per_update)))
+    return math.ceil(total / chunks)
+
+
+def _num_chunks(run: RunConfig, trainer: Trainer) -> int:
+    # A trainer may compile fewer updates per chunk than asked (e.g. conv learners on
+    # XLA:CPU, which are slow inside rolled loops); the chunk count follows.
+    return max(1, math.ceil(_total_updates(run) / trainer.updates_per_chunk))
+
+
+def _build_data_parallel(run: RunConfig, algo, devices) -> tuple[envs.Env, Any, Trainer, int]:
+    """One agent learning data-parallel over ``devices`` (rljax.training.data_parallel)."""
+    mesh = data_parallel.data_mesh(devices)
+    env = data_parallel.make_env(run.env_id, run.config.num_envs, run.seed, mesh,
+                                 **dict(run.env_options))
+    agent = algo.make_agent(run.config, env.spec, axis_name=data_parallel.AXIS)
+    trainer = algo.make_trainer(data_parallel.gathered_act(agent), env, run.config,
+                                _updates_per_chunk(run), run.threshold)
+    return (env, agent, data_parallel.shard_trainer(trainer, env, mesh),
+            _num_chunks(run, trainer))
 
 
 class TrainingInterrupted(Exception):

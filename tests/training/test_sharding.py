@@ -1,5 +1,6 @@
 """Members sharded over 4 CPU devices (one SPMD program, one envpool pool per device)
-compute what the same members compute on one device."""
+compute what the same members compute on one device; so does one agent learning
+data-parallel over them."""
 
 import os
 import subprocess
@@ -22,7 +23,7 @@ SCRIPT = textwrap.dedent("""
 
     def run_chunks(run, chunks):
         _, _, trainer, _ = build(run)
-        state = trainer.init(None)
+        state = trainer.init(jax.random.key(run.seed))
         for _ in range(chunks):
             state, metrics = trainer.chunk(state)
         return state, jax.device_get(metrics), trainer
@@ -59,6 +60,23 @@ SCRIPT = textwrap.dedent("""
     one, _, _ = run_chunks(dqn, 2)
     for a, b in zip(jax.tree.leaves(sharded.memory), jax.tree.leaves(one.memory), strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    # One A2C agent learning data-parallel: 16 envs split 4 per device, gradients summed
+    # over devices; it computes what the one-device run computes.
+    single = dataclasses.replace(from_preset("cartpole-a2c", total_steps=24_000,
+                                             tensorboard=False), chunk_steps=8_000)
+    dp, m4, _ = run_chunks(dataclasses.replace(single, devices=4), 3)
+    assert dp.env.obs.sharding.spec == jax.sharding.PartitionSpec("data")
+    assert len(jax.tree.leaves(dp.agent)[0].sharding.device_set) == 4
+    one, m1, _ = run_chunks(single, 3)
+    for a, b in zip(jax.tree.leaves(dp.agent), jax.tree.leaves(one.agent), strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(m4["loss"], m1["loss"], rtol=1e-4, atol=1e-5)
+    assert int(dp.env.stats.episodes) == int(one.env.stats.episodes) > 100
+    np.testing.assert_array_equal(np.asarray(dp.env.stats.recent_returns),
+                                  np.asarray(one.env.stats.recent_returns))
+    result = train_run(dataclasses.replace(single, devices=4, total_steps=16_000,
+                                           logdir=sys.argv[1]), progress=False)
+    assert result.summary["env_steps"] == 16_000 and "seeds" not in result.summary
     # Through the driver: run directory, per-seed folders, summary.
     result = train_run(dataclasses.replace(a2c, devices=4, total_steps=4_000,
                                            logdir=sys.argv[1]), progress=False)
@@ -80,7 +98,9 @@ def test_members_sharded_over_four_cpu_devices_match_one_device(tmp_path):
 def test_bad_device_counts_are_refused():
     with pytest.raises(ValueError, match="cannot be split evenly over 4 devices"):
         from_preset("cartpole-a2c", num_seeds=6, devices=4)
-    with pytest.raises(ValueError, match="data-parallel learning of a single agent"):
-        from_preset("cartpole-a2c", devices=2)
+    with pytest.raises(ValueError, match="data-parallel learning, available for a2c, not dqn"):
+        from_preset("cartpole-dqn", devices=2)
+    with pytest.raises(ValueError, match="num_envs=16 cannot be split evenly over 3 devices"):
+        from_preset("cartpole-a2c", devices=3)
     with pytest.raises(ValueError, match="devices must be an integer >= 1"):
         from_preset("cartpole-a2c", devices=0)
