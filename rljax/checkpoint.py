@@ -81,15 +81,27 @@ def _diff(saved: Any, current: Any, prefix: str = "") -> list[str]:
                 continue
             out += _diff(saved.get(key), current.get(key), f"{prefix}{key}.")
         return out
-    if saved != current and not (isinstance(saved, list | tuple) and isinstance(
-            current, list | tuple) and list(saved) == list(current)):
+    if saved != current:
         return [f"{prefix[:-1]}: checkpoint has {saved!r}, this run has {current!r}"]
     return []
 
 
 def check_compatible(manifest: dict, run_config: dict) -> None:
-    """Raises CheckpointError naming every field where the run differs from the checkpoint."""
-    problems = _diff(manifest.get("run", {}), run_config)
+    """Raises CheckpointError naming every field where the run differs from the checkpoint.
+
+    Both sides are compared as JSON values (the manifest went through JSON, so tuples came
+    back as lists), and the checkpoint's run is read as this version reads a config file:
+    fields added since it was written take their defaults.
+    """
+    from rljax.config import RunConfig
+
+    as_json = lambda x: json.loads(json.dumps(x))
+    saved = manifest.get("run", {})
+    try:
+        saved = RunConfig.from_dict(saved).to_dict()
+    except (KeyError, TypeError, ValueError):
+        pass  # compared as written; the differences are named below
+    problems = _diff(as_json(saved), as_json(run_config))
     if problems:
         raise CheckpointError("checkpoint was made for another run: " + "; ".join(problems))
 

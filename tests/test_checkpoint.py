@@ -131,3 +131,21 @@ def test_sigint_saves_and_resumed_run_solves(tmp_path):
     # Seed 0 uninterrupted solves at 287k steps; the resumed run must solve too.
     assert final["solved_at_step"] is not None and final["final_return_mean"] >= 475
     assert os.path.isfile(run_dir / "curve.png")
+
+
+def test_manifest_from_json_matches_its_run():
+    """A manifest read back from JSON (nested tuples as lists, fields added since it was
+    written missing) is the same run; a changed hyperparameter is not."""
+    import json
+
+    from rljax.checkpoint import CheckpointError, check_compatible
+    from rljax.config import from_preset
+
+    run = from_preset("breakout-dqn-500k").to_dict()
+    saved = json.loads(json.dumps(run))
+    assert isinstance(saved["config"]["epsilon"][0], list)
+    del saved["devices"]
+    check_compatible({"run": saved}, run)
+    saved["config"]["lr"] = 1.0
+    with pytest.raises(CheckpointError, match=r"config.lr: checkpoint has 1.0"):
+        check_compatible({"run": saved}, run)
