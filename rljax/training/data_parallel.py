@@ -25,10 +25,8 @@ shard seeds and sweep members instead (:mod:`rljax.training.sharding`).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
 
 import jax
-import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from rljax import envs
@@ -38,12 +36,6 @@ from rljax.training.loop import LoopState, Trainer
 
 AXIS = "data"
 ALGORITHMS = ("a2c",)
-
-
-def data_mesh(devices: Sequence[jax.Device] | None = None) -> Mesh:
-    """A 1-D mesh with axis :data:`AXIS` over ``devices`` (default: all devices)."""
-    devices = list(jax.devices() if devices is None else devices)
-    return Mesh(np.array(devices), (AXIS,))
 
 
 def check_split(num_envs: int, num_devices: int) -> None:

@@ -88,7 +88,7 @@ def build(run: RunConfig) -> tuple[envs.Env, Any, Trainer, int]:
                              f"--xla_force_host_platform_device_count={run.devices}")
         if len(members) == 1:
             return _build_data_parallel(run, algo, available[:run.devices])
-        mesh = sharding.member_mesh(available[:run.devices])
+        mesh = sharding.device_mesh(available[:run.devices])
         env = sharding.make_sharded_env(run.env_id, run.config.num_envs,
                                         [s for s, _ in members], mesh, **dict(run.env_options))
     else:
@@ -138,7 +138,7 @@ def _num_chunks(run: RunConfig, trainer: Trainer) -> int:
 
 def _build_data_parallel(run: RunConfig, algo, devices) -> tuple[envs.Env, Any, Trainer, int]:
     """One agent learning data-parallel over ``devices`` (rljax.training.data_parallel)."""
-    mesh = data_parallel.data_mesh(devices)
+    mesh = sharding.device_mesh(devices, data_parallel.AXIS)
     env = data_parallel.make_env(run.env_id, run.config.num_envs, run.seed, mesh,
                                  **dict(run.env_options))
     agent = algo.make_agent(run.config, env.spec, axis_name=data_parallel.AXIS)

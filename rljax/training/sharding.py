@@ -34,10 +34,10 @@ from rljax.envs.pool import Env, EnvState
 AXIS = "members"
 
 
-def member_mesh(devices: Sequence[jax.Device] | None = None) -> Mesh:
-    """A 1-D mesh over ``devices`` (default: all devices of all processes)."""
+def device_mesh(devices: Sequence[jax.Device] | None = None, axis: str = AXIS) -> Mesh:
+    """A 1-D mesh named ``axis`` over ``devices`` (default: all devices of all processes)."""
     devices = list(jax.devices() if devices is None else devices)
-    return Mesh(np.array(devices), (AXIS,))
+    return Mesh(np.array(devices), (axis,))
 
 
 def check_divisible(num_members: int, num_devices: int) -> None:
