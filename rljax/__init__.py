@@ -9,6 +9,7 @@ from rljax.api import train
 from rljax.config import RunConfig
 from rljax.presets import PRESETS
 from rljax.presets import Preset
+from rljax.training.multihost import initialize as initialize_distributed
 
 __all__ = [
     "PRESETS",
@@ -17,6 +18,7 @@ __all__ = [
     "RunConfig",
     "__version__",
     "evaluate",
+    "initialize_distributed",
     "load",
     "train",
 ]

@@ -8,6 +8,7 @@ from typing import Any, NamedTuple
 from rljax.agents.a2c import A2CConfig, make_a2c
 from rljax.agents.ddpg import DDPGConfig, make_ddpg
 from rljax.agents.dqn import DQNConfig, beta_schedule, make_dqn
+from rljax.training.data_parallel import gathered_act
 from rljax.training.loop import Trainer
 from rljax.training.memory import make_memory
 from rljax.training.off_policy import make_off_policy_trainer
@@ -20,9 +21,11 @@ class Algorithm(NamedTuple):
     Attributes:
         name: short name used by presets and the CLI.
         config_cls: the agent's frozen config dataclass.
-        make_agent: ``make_agent(config, env_spec) -> Agent``.
+        make_agent: ``make_agent(config, env_spec, axis_name=None) -> Agent``.
         make_trainer: ``make_trainer(agent, env, config, updates_per_chunk,
-            threshold) -> Trainer``.
+            threshold, axis_name=None) -> Trainer``; with ``axis_name`` (and an agent made
+            with it) one agent learns data-parallel over that mesh axis
+            (:mod:`rljax.training.data_parallel`).
         description: one line for ``rljax presets``.
     """
 
@@ -33,12 +36,16 @@ class Algorithm(NamedTuple):
     description: str
 
 
-def _a2c_trainer(agent, env, config: A2CConfig, updates_per_chunk: int, threshold):
+def _a2c_trainer(agent, env, config: A2CConfig, updates_per_chunk: int, threshold,
+                 axis_name: str | None = None):
+    if axis_name is not None:
+        agent = gathered_act(agent, axis_name)
     return make_on_policy_trainer(agent, env, rollout_len=config.rollout_len,
                                   updates_per_chunk=updates_per_chunk, threshold=threshold)
 
 
-def _ddpg_trainer(agent, env, config: DDPGConfig, updates_per_chunk: int, threshold):
+def _ddpg_trainer(agent, env, config: DDPGConfig, updates_per_chunk: int, threshold,
+                  axis_name: str | None = None):
     memory = make_memory(capacity=config.replay_capacity, num_envs=env.spec.num_envs,
                          batch_size=config.batch_size, n_step=config.n_step, gamma=config.gamma,
                          alpha=config.alpha if config.prioritized else None,
@@ -49,7 +56,7 @@ def _ddpg_trainer(agent, env, config: DDPGConfig, updates_per_chunk: int, thresh
         grad_steps=config.grad_steps, updates_per_chunk=updates_per_chunk,
         beta_fn=lambda step: beta,
         initial_priorities=config.prioritized and config.initial_priorities,
-        flush_every=config.flush_every, threshold=threshold)
+        flush_every=config.flush_every, threshold=threshold, axis_name=axis_name)
 
 
 # Image-observation chunks stay short (a Breakout update takes about a second on a 2-core
@@ -58,7 +65,8 @@ _IMAGE_UPDATES_PER_CHUNK = 32
 _UNROLLED_UPDATES_PER_CHUNK = 2
 
 
-def _dqn_trainer(agent, env, config: DQNConfig, updates_per_chunk: int, threshold):
+def _dqn_trainer(agent, env, config: DQNConfig, updates_per_chunk: int, threshold,
+                 axis_name: str | None = None):
     spec = env.spec
     frames = spec.is_atari if config.frame_replay is None else config.frame_replay
     if frames and config.initial_priorities:
@@ -77,7 +85,7 @@ def _dqn_trainer(agent, env, config: DQNConfig, updates_per_chunk: int, threshol
         grad_steps=config.grad_steps, updates_per_chunk=updates_per_chunk,
         beta_fn=beta_schedule(config) if config.prioritized else None,
         initial_priorities=config.prioritized and config.initial_priorities,
-        unroll=config.unroll, threshold=threshold)
+        unroll=config.unroll, threshold=threshold, axis_name=axis_name)
 
 
 ALGORITHMS: dict[str, Algorithm] = {

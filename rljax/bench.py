@@ -36,11 +36,23 @@ DEFAULT_PRESETS = ("cartpole-a2c", "cartpole-dqn", "breakout-dqn", "reacher-ddpg
 SWEEP_VALUES = (1, 2, 4, 8, 16, 32, 64)
 
 
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def machine() -> dict:
     """The device and software the figures were measured on."""
     return {"device": str(jax.devices()[0].device_kind), "platform": jax.default_backend(),
             "device_count": jax.device_count(), "cpu_count": os.cpu_count(),
-            "python": platform.python_version(), "jax": jax.__version__}
+            "cpu_model": _cpu_model(), "python": platform.python_version(),
+            "jax": jax.__version__}
 
 
 def timed(fn: Callable[[], object]) -> float:
@@ -192,8 +204,8 @@ def run_suite(presets=DEFAULT_PRESETS, out_dir: str = "benchmarks/results/suite"
               timeout: float = 1200) -> dict:
     """Runs the whole suite and writes results.json, results.md and PNG plots."""
     os.makedirs(out_dir, exist_ok=True)
-    results = {"machine": machine(), "presets": [], "num_envs_sweep": [], "seeds_sweep": [],
-               "peers": []}
+    results = {"machine": machine(), "rounds": rounds, "presets": [], "num_envs_sweep": [],
+               "seeds_sweep": [], "peers": []}
     for preset in presets:
         results["presets"].append(_in_subprocess({"preset": preset, "rounds": rounds},
                                                  timeout))
@@ -227,8 +239,9 @@ def _row(r: dict) -> str:
 def markdown(results: dict) -> str:
     """The suite's tables as markdown."""
     m = results["machine"]
-    lines = [f"Measured on {m['device']} ({m['platform']}, {m['cpu_count']} CPU cores), "
-             f"jax {m['jax']}.", "",
+    host = f"{m.get('cpu_model', 'unknown CPU')}, {m['cpu_count']} cores"
+    lines = [f"Measured on {m['device']} ({m['platform']}; host {host}), jax {m['jax']}, "
+             f"medians of {results.get('rounds', 3)} interleaved rounds.", "",
              "| preset | env | envs | env-only steps/s | training steps/s | ratio | compile s "
              "| peak host MB |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in results["presets"]:
@@ -275,7 +288,10 @@ def plot_sweeps(results: dict, out_dir: str) -> None:
         ax.set_yscale("log")
         ax.set_xlabel(label)
         ax.set_ylabel("env steps / s (all seeds)")
-        ax.set_title(f"{rows[0]['preset']} on {results['machine']['device']}")
+        m = results["machine"]
+        where = m["device"] if m["platform"] != "cpu" else (
+            f"{m.get('cpu_model', 'CPU')} ({m['cpu_count']} cores)")
+        ax.set_title(f"{rows[0]['preset']} on {where}")
         ax.grid(alpha=0.3)
         ax.legend()
         fig.tight_layout()

@@ -26,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from rljax.logging import write_json
+from rljax.training import multihost
 
 CHECKPOINT_DIR = "checkpoint"
 # Fields that may differ between a checkpoint and the run resuming it.
@@ -47,16 +48,23 @@ def _payload(state) -> dict:
             "batches": state.batches}
 
 
-def save(run_dir: str, state, manifest: dict) -> str:
-    """Writes a checkpoint of ``state`` (atomically); returns its folder."""
+def save(run_dir: str | None, state, manifest: dict) -> str | None:
+    """Writes a checkpoint of ``state`` (atomically); returns its folder.
+
+    In a multi-process run every process calls this (the state's shards are gathered)
+    and the first one writes; the others return None.
+    """
+    payload = multihost.fetch(_payload(state))
+    if not multihost.is_writer():
+        return None
     folder = os.path.join(run_dir, CHECKPOINT_DIR)
     os.makedirs(folder, exist_ok=True)
-    data = flax.serialization.to_bytes(jax.device_get(_payload(state)))
+    data = flax.serialization.to_bytes(payload)
     tmp = os.path.join(folder, "state.msgpack.tmp")
     with open(tmp, "wb") as f:
         f.write(data)
     os.replace(tmp, os.path.join(folder, "state.msgpack"))
-    manifest = dict(manifest, env_steps=int(np.ravel(jax.device_get(state.env_steps))[0]),
+    manifest = dict(manifest, env_steps=int(np.ravel(payload["env_steps"])[0]),
                     sha256=hashlib.sha256(data).hexdigest(), bytes=len(data))
     write_json(os.path.join(folder, "manifest.json"), manifest)
     return folder

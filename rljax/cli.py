@@ -34,8 +34,19 @@ def _build_parser() -> argparse.ArgumentParser:
                        help="train one agent per value of a numeric hyperparameter, all in "
                             "one program (times --seeds); e.g. --sweep actor_lr=1e-4,5e-4,1e-3")
     train.add_argument("--devices", metavar="N",
-                       help="split the seeds (x sweep values) over N devices in one program; "
-                            "one A2C agent learns data-parallel over them")
+                       help="split the seeds (x sweep values) over N devices in one program "
+                            "(all processes' devices with --distributed); one agent learns "
+                            "data-parallel over them")
+    train.add_argument("--distributed", action="store_true",
+                       help="join a multi-process run (jax.distributed) before training; "
+                            "without the three options below, JAX detects the cluster "
+                            "(SLURM, Cloud TPU, ...). Run the same command in every process")
+    train.add_argument("--coordinator", metavar="HOST:PORT",
+                       help="with --distributed: address of process 0's coordinator")
+    train.add_argument("--num-processes", metavar="N", type=int,
+                       help="with --distributed: number of processes")
+    train.add_argument("--process-id", metavar="I", type=int,
+                       help="with --distributed: this process's id, 0 .. N-1")
     train.add_argument("--num-envs", help="number of parallel envs")
     train.add_argument("--logdir", help="parent folder of run directories (default runs/)")
     train.add_argument("--set", action="append", metavar="FIELD=VALUE", default=[],
@@ -52,7 +63,7 @@ def _build_parser() -> argparse.ArgumentParser:
     train.add_argument("--wandb", metavar="PROJECT",
                        help="also log to this Weights & Biases project (needs wandb)")
 
-    sub.add_parser("bench", help="benchmark suite (see rljax.bench; options after --)",
+    sub.add_parser("bench", help="benchmark suite (rljax bench --help for its options)",
                    add_help=False)
 
     ev = sub.add_parser("eval", help="evaluate a run's saved policy on fresh envs")
@@ -93,8 +104,14 @@ def _cmd_presets() -> int:
 
 def _cmd_train(args: argparse.Namespace) -> int:
     from rljax.config import from_preset, parse_assignments
+    from rljax.training import multihost
     from rljax.training.driver import NonFiniteError, TrainingInterrupted, train_run
 
+    cluster = (args.coordinator, args.num_processes, args.process_id)
+    if any(v is not None for v in cluster) and not args.distributed:
+        raise ValueError("--coordinator, --num-processes and --process-id need --distributed")
+    if args.distributed:
+        multihost.initialize(*cluster)
     run = from_preset(args.preset, env=args.env, total_steps=args.total_steps, seed=args.seed,
                       num_envs=args.num_envs, num_seeds=args.seeds, sweep=args.sweep,
                       devices=args.devices,
@@ -115,7 +132,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
     except NonFiniteError as e:
         print(f"rljax: error: {e}", file=sys.stderr)
         return 1
-    print(json.dumps({"run_dir": result.run_dir, **result.summary}, indent=2))
+    if multihost.is_writer():
+        print(json.dumps({"run_dir": result.run_dir, **result.summary}, indent=2))
     return 0
 
 

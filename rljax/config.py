@@ -43,7 +43,8 @@ class RunConfig:
             (``jax.devices()[:devices]``, all hosts' devices under
             ``jax.distributed``), one SPMD program; members must divide evenly. A
             single agent (one seed, no sweep) learns data-parallel instead: its envs
-            are split over the devices and the gradients summed across them (A2C).
+            (and an off-policy agent's minibatch) are split over the devices and the
+            gradients combined across them (A2C, DQN, DDPG).
     """
 
     algo: str
@@ -100,7 +101,8 @@ class RunConfig:
                     f"available for {', '.join(data_parallel.ALGORITHMS)}, not {self.algo}; "
                     f"give --seeds (a multiple of {self.devices}) to split {self.algo} "
                     "members over the devices")
-            data_parallel.check_split(self.config.num_envs, self.devices)
+            data_parallel.check_split(self.config.num_envs, self.devices,
+                                      getattr(self.config, "batch_size", None))
         if self.devices > 1 and self.num_members > 1 and self.num_members % self.devices:
             raise ValueError(f"{self.num_members} members (seeds x sweep values) cannot be "
                              f"split evenly over {self.devices} devices; use a multiple of "

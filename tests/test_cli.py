@@ -28,6 +28,15 @@ def _rljax(*args):
     (["train", "cartpole-a2c", "--seed", "x"], "bad value 'x' for seed"),
     (["train"], "the following arguments are required: preset"),
     (["fly"], "invalid choice: 'fly'"),
+    (["train", "cartpole-a2c", "--coordinator", "h:1"], "need --distributed"),
+    (["train", "cartpole-a2c", "--distributed", "--num-processes", "2"],
+     "give all of coordinator (host:port), num_processes and process_id, or none"),
+    (["train", "cartpole-a2c", "--distributed", "--coordinator", "host", "--num-processes",
+      "2", "--process-id", "0"], "coordinator must be host:port, got 'host'"),
+    (["train", "cartpole-a2c", "--distributed", "--coordinator", "h:1", "--num-processes",
+      "2", "--process-id", "2"], "process_id must be an integer in [0, 2), got 2"),
+    (["train", "cartpole-a2c", "--distributed", "--num-processes", "two"],
+     "argument --num-processes: invalid int value: 'two'"),
 ])
 def test_bad_input_is_one_line_exit_2(args, message, capsys):
     with pytest.raises(SystemExit) as exc:

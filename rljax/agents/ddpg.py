@@ -86,9 +86,12 @@ class Nets(NamedTuple):
     critic: Network
 
 
-def networks(config: DDPGConfig, spec: EnvSpec) -> Nets:
+def networks(config: DDPGConfig, spec: EnvSpec, axis_name: str | None = None) -> Nets:
+    """Actor and critic; with ``axis_name``, training-mode batch statistics are taken over
+    the whole batch split along that mesh axis."""
     common = dict(activation=config.activation, negative_slope=config.negative_slope,
-                  batch_norm=config.batch_norm, batch_norm_momentum=config.batch_norm_momentum)
+                  batch_norm=config.batch_norm, batch_norm_momentum=config.batch_norm_momentum,
+                  axis_name=axis_name)
     return Nets(
         make_ddpg_actor(spec.action_low, spec.action_high, hidden_sizes=config.actor_hidden,
                         noisy=config.noisy, sigma0=config.noisy_sigma0, **common),
@@ -230,14 +233,15 @@ def target_q(config: DDPGConfig, spec: EnvSpec, state: DDPGState, next_obs: Arra
 
 
 def critic_loss(config: DDPGConfig, spec: EnvSpec, params: Any, state: DDPGState,
-                batch: PrioritizedSample, key: PRNGKey | None = None):
+                batch: PrioritizedSample, key: PRNGKey | None = None,
+                axis_name: str | None = None):
     """Weighted critic loss (summed over twin critics); returns ``(loss, (td [N], q [N],
     critic non-params))``, TD errors and values of the first critic."""
     tr = batch.transition
     q_t = target_q(config, spec, state, tr.next_obs, key)
     _, rest = _split(state.critic)
-    q, updates = _critics(config, networks(config, spec), {"params": params, **rest}, tr.obs,
-                          tr.action, train=True)
+    q, updates = _critics(config, networks(config, spec, axis_name), {"params": params, **rest},
+                          tr.obs, tr.action, train=True)
     td = jax.vmap(jax.vmap(ddpg_critic_td), in_axes=(0, None, None, None))(
         q, tr.reward, tr.discount, q_t)
     kind = "huber" if config.critic_loss == "huber" else "l2"
@@ -247,10 +251,10 @@ def critic_loss(config: DDPGConfig, spec: EnvSpec, params: Any, state: DDPGState
 
 
 def actor_loss(config: DDPGConfig, spec: EnvSpec, params: Any, state: DDPGState,
-               obs: Array, key: PRNGKey | None = None):
+               obs: Array, key: PRNGKey | None = None, axis_name: str | None = None):
     """``mean -Q(s, mu(s))`` with the critic of ``state`` (batch statistics, as it is
     trained, its own statistics untouched); returns ``(loss, actor non-params)``."""
-    nets = networks(config, spec)
+    nets = networks(config, spec, axis_name)
     _, rest = _split(state.actor)
     action, updates = _apply_train(nets.actor, {"params": params, **rest}, obs,
                                    **_noise_tree_key(config, key))
@@ -259,13 +263,15 @@ def actor_loss(config: DDPGConfig, spec: EnvSpec, params: Any, state: DDPGState,
 
 
 def _actor_step(config: DDPGConfig, spec: EnvSpec, state: DDPGState, obs: Array,
-                key: PRNGKey) -> tuple[DDPGState, Metrics]:
+                key: PRNGKey, axis_name: str | None = None) -> tuple[DDPGState, Metrics]:
     """Actor step on the current critic, then soft updates of both targets."""
     actor_opt = _optimizers(config)[0]
     actor_params, _ = _split(state.actor)
     (loss, actor_rest), grads = jax.value_and_grad(
-        functools.partial(actor_loss, config, spec), has_aux=True)(
+        functools.partial(actor_loss, config, spec, axis_name=axis_name), has_aux=True)(
             actor_params, state, obs, key)
+    if axis_name is not None:
+        loss, grads = jax.lax.pmean((loss, grads), axis_name)
     updates, actor_opt_state = actor_opt.update(grads, state.actor_opt, actor_params)
     actor = {"params": optax.apply_updates(actor_params, updates), **actor_rest}
     state = state.replace(
@@ -276,36 +282,46 @@ def _actor_step(config: DDPGConfig, spec: EnvSpec, state: DDPGState, obs: Array,
 
 
 def update(config: DDPGConfig, spec: EnvSpec, state: DDPGState, batch: PrioritizedSample,
-           key: PRNGKey) -> tuple[DDPGState, Metrics, Array]:
+           key: PRNGKey, axis_name: str | None = None) -> tuple[DDPGState, Metrics, Array]:
     """One critic step, one actor step (on the new critic; every ``policy_delay``-th
-    step only), then soft target updates (with the actor step)."""
+    step only), then soft target updates (with the actor step).
+
+    With ``axis_name`` the batch is one equal shard of a batch split over that mesh axis
+    (inside ``shard_map``): losses, gradients and batch-norm statistics are the whole
+    batch's (averaged over the shards), so every shard takes the same steps; the TD
+    errors stay the shard's.
+    """
     target_key, actor_key = jax.random.split(key)
     critic_opt = _optimizers(config)[1]
     critic_params, _ = _split(state.critic)
     (c_loss, (td, q, critic_rest)), c_grads = jax.value_and_grad(
-        functools.partial(critic_loss, config, spec), has_aux=True)(
+        functools.partial(critic_loss, config, spec, axis_name=axis_name), has_aux=True)(
             critic_params, state, batch, target_key)
+    q_mean, td_abs_mean = jnp.mean(q), jnp.mean(jnp.abs(td))
+    if axis_name is not None:
+        c_loss, c_grads, q_mean, td_abs_mean = jax.lax.pmean(
+            (c_loss, c_grads, q_mean, td_abs_mean), axis_name)
     updates, critic_opt_state = critic_opt.update(c_grads, state.critic_opt, critic_params)
     critic = {"params": optax.apply_updates(critic_params, updates), **critic_rest}
     state = state.replace(critic=critic, critic_opt=critic_opt_state)
 
     obs = batch.transition.obs
     if config.policy_delay == 1:
-        state, actor_metrics = _actor_step(config, spec, state, obs, actor_key)
+        state, actor_metrics = _actor_step(config, spec, state, obs, actor_key, axis_name)
     else:
         def skip(state, obs, key):
             return state, {"actor_loss": jnp.zeros(()), "actor_grad_norm": jnp.zeros(())}
 
         def step(state, obs, key):
             # Scaled so that the mean over policy_delay steps is the actor steps' mean.
-            state, m = _actor_step(config, spec, state, obs, key)
+            state, m = _actor_step(config, spec, state, obs, key, axis_name)
             return state, jax.tree.map(lambda x: x * config.policy_delay, m)
 
         state, actor_metrics = jax.lax.cond(state.step % config.policy_delay == 0, step, skip,
                                             state, obs, actor_key)
     state = state.replace(step=state.step + 1)
-    metrics = {"critic_loss": c_loss, "q_mean": jnp.mean(q),
-               "td_abs_mean": jnp.mean(jnp.abs(td)), "critic_grad_norm": optax.tree.norm(c_grads),
+    metrics = {"critic_loss": c_loss, "q_mean": q_mean, "td_abs_mean": td_abs_mean,
+               "critic_grad_norm": optax.tree.norm(c_grads),
                "noise_scale": jnp.mean(state.noise_scale), **actor_metrics}
     return state, metrics, td
 
@@ -319,8 +335,11 @@ def td_error(config: DDPGConfig, spec: EnvSpec, state: DDPGState, transition: An
     return jax.vmap(ddpg_critic_td)(q, transition.reward, transition.discount, q_t)
 
 
-def make_ddpg(config: DDPGConfig, spec: EnvSpec) -> OffPolicyAgent:
+def make_ddpg(config: DDPGConfig, spec: EnvSpec, axis_name: str | None = None) -> OffPolicyAgent:
     """Builds the DDPG agent for a continuous-action environment.
+
+    ``axis_name``: learn data-parallel over that mesh axis (``update`` runs inside
+    ``shard_map`` on a shard of each batch; see :mod:`rljax.training.data_parallel`).
 
     Raises:
         ValueError: if the environment's actions are discrete or not a 1-D box.
@@ -336,7 +355,7 @@ def make_ddpg(config: DDPGConfig, spec: EnvSpec) -> OffPolicyAgent:
     return OffPolicyAgent(
         init=functools.partial(init, config, spec),
         act=functools.partial(act, config, spec),
-        update=functools.partial(update, config, spec),
+        update=functools.partial(update, config, spec, axis_name=axis_name),
         greedy_act=functools.partial(greedy_act, config, spec),
         params=lambda state: state.actor,
         td_error=functools.partial(td_error, config, spec),

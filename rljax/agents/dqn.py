@@ -302,11 +302,18 @@ def loss(config: DQNConfig, spec: EnvSpec, params: Params, target_params: Params
 
 
 def update(config: DQNConfig, spec: EnvSpec, state: DQNState, batch: PrioritizedSample,
-           key: PRNGKey) -> tuple[DQNState, Metrics, Array]:
-    """One gradient step and the target update; returns the TD errors for priorities."""
+           key: PRNGKey, axis_name: str | None = None) -> tuple[DQNState, Metrics, Array]:
+    """One gradient step and the target update; returns the TD errors for priorities.
+
+    With ``axis_name`` the batch is one equal shard of a batch split over that mesh axis
+    (inside ``shard_map``): gradients and metrics are averaged over the shards (the whole
+    batch's mean loss), so every shard takes the same step; the TD errors stay the shard's.
+    """
     key = key if config.noisy else None
     grads, (td, metrics) = jax.grad(functools.partial(loss, config, spec), has_aux=True)(
         state.params, state.target_params, batch, key)
+    if axis_name is not None:
+        grads, metrics = jax.lax.pmean((grads, metrics), axis_name)
     updates, opt_state = _make_optimizer(config).update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
     step = state.step + 1
@@ -329,8 +336,11 @@ def td_error(config: DQNConfig, spec: EnvSpec, state: DQNState,
                      transition)[0]
 
 
-def make_dqn(config: DQNConfig, spec: EnvSpec) -> OffPolicyAgent:
+def make_dqn(config: DQNConfig, spec: EnvSpec, axis_name: str | None = None) -> OffPolicyAgent:
     """Builds the DQN agent for a discrete-action environment.
+
+    ``axis_name``: learn data-parallel over that mesh axis (``update`` runs inside
+    ``shard_map`` on a shard of each batch; see :mod:`rljax.training.data_parallel`).
 
     Raises:
         ValueError: if the environment's actions are continuous.
@@ -343,7 +353,7 @@ def make_dqn(config: DQNConfig, spec: EnvSpec) -> OffPolicyAgent:
     return OffPolicyAgent(
         init=functools.partial(init, config, spec),
         act=functools.partial(act, config, spec),
-        update=functools.partial(update, config, spec),
+        update=functools.partial(update, config, spec, axis_name=axis_name),
         greedy_act=functools.partial(greedy_act, config, spec),
         params=lambda state: state.params,
         td_error=functools.partial(td_error, config, spec),

@@ -76,12 +76,15 @@ def _check_mutable(train: bool, batch_norm: bool, mutable: Any) -> None:
                      f"mutable=['batch_stats'] (got mutable={mutable!r}), or train=False")
 
 
-def _input_norm(x: Array, *, enabled: bool, train: bool, momentum: float) -> Array:
+def _input_norm(x: Array, *, enabled: bool, train: bool, momentum: float,
+                axis_name: str | None) -> Array:
     x = x.astype(jnp.float32)
     if not enabled:
         return x
+    # With axis_name, training-mode statistics are averaged over that mesh axis (the
+    # whole batch when it is split over devices in equal shards).
     return nn.BatchNorm(use_running_average=not train, momentum=momentum,
-                        name="input_norm")(x)
+                        axis_name=axis_name if train else None, name="input_norm")(x)
 
 
 class DeterministicActor(nn.Module):
@@ -96,12 +99,13 @@ class DeterministicActor(nn.Module):
     batch_norm_momentum: float = 0.9
     noisy: bool = False
     sigma0: float = 0.5
+    axis_name: str | None = None
 
     @nn.compact
     def __call__(self, obs: Array, train: bool = False, deterministic: bool = True) -> Array:
         act = _activation(self.activation, self.negative_slope)
         x = _input_norm(obs, enabled=self.batch_norm, train=train,
-                        momentum=self.batch_norm_momentum)
+                        momentum=self.batch_norm_momentum, axis_name=self.axis_name)
         for i, size in enumerate(self.hidden_sizes):
             x = act(dense(size, noisy=self.noisy, sigma0=self.sigma0, name=f"hidden_{i}",
                           kernel_init=_HIDDEN_INIT)(x, deterministic))
@@ -121,12 +125,13 @@ class QCritic(nn.Module):
     negative_slope: float = 0.05
     batch_norm: bool = True
     batch_norm_momentum: float = 0.9
+    axis_name: str | None = None
 
     @nn.compact
     def __call__(self, obs: Array, action: Array, train: bool = False) -> Array:
         act = _activation(self.activation, self.negative_slope)
         s = _input_norm(obs, enabled=self.batch_norm, train=train,
-                        momentum=self.batch_norm_momentum)
+                        momentum=self.batch_norm_momentum, axis_name=self.axis_name)
         x = jnp.concatenate([s, action.astype(jnp.float32)], axis=-1)
         for i, size in enumerate(self.hidden_sizes):
             x = act(nn.Dense(size, kernel_init=_HIDDEN_INIT, name=f"hidden_{i}")(x))
@@ -149,7 +154,7 @@ def make_ddpg_actor(action_low: Any, action_high: Any, *,
                     hidden_sizes: Sequence[int] = (150, 150), activation: str = "leaky_relu",
                     negative_slope: float = 0.05, batch_norm: bool = True,
                     batch_norm_momentum: float = 0.9, noisy: bool = False,
-                    sigma0: float = 0.5) -> Network:
+                    sigma0: float = 0.5, axis_name: str | None = None) -> Network:
     """Deterministic policy ``obs [..., obs_dim] -> action [..., action_dim]``.
 
     Args:
@@ -162,6 +167,8 @@ def make_ddpg_actor(action_low: Any, action_high: Any, *,
         batch_norm_momentum: running-average momentum of the batch statistics.
         noisy: every linear layer is a NoisyDense (parameter-space exploration).
         sigma0: NoisyDense initial noise scale.
+        axis_name: in training mode, take the batch-norm statistics over the whole batch
+            split along this mesh axis (inside ``shard_map``; equal shards).
 
     Returns:
         ``Network(init, apply)`` with
@@ -181,7 +188,8 @@ def make_ddpg_actor(action_low: Any, action_high: Any, *,
     if not isinstance(noisy, bool):
         raise ValueError(f"noisy must be True or False, got {noisy!r}")
     module = DeterministicActor(low, high, sizes, activation, float(negative_slope), batch_norm,
-                                float(batch_norm_momentum), noisy, check_sigma0(sigma0))
+                                float(batch_norm_momentum), noisy, check_sigma0(sigma0),
+                                axis_name)
 
     def init(key: PRNGKey, obs: Array) -> dict:
         return module.init(key, obs, train=False, deterministic=True)
@@ -199,7 +207,8 @@ def make_ddpg_actor(action_low: Any, action_high: Any, *,
 
 def make_ddpg_critic(*, hidden_sizes: Sequence[int] = (150, 150),
                      activation: str = "leaky_relu", negative_slope: float = 0.05,
-                     batch_norm: bool = True, batch_norm_momentum: float = 0.9) -> Network:
+                     batch_norm: bool = True, batch_norm_momentum: float = 0.9,
+                     axis_name: str | None = None) -> Network:
     """Action-value ``Q(obs [..., obs_dim], action [..., action_dim]) -> q [...]``.
 
     Args: as :func:`make_ddpg_actor` (no noise, no bounds).
@@ -214,7 +223,7 @@ def make_ddpg_critic(*, hidden_sizes: Sequence[int] = (150, 150),
     sizes = _check_common(hidden_sizes, activation, negative_slope, batch_norm,
                           batch_norm_momentum)
     module = QCritic(sizes, activation, float(negative_slope), batch_norm,
-                     float(batch_norm_momentum))
+                     float(batch_norm_momentum), axis_name)
 
     def init(key: PRNGKey, obs: Array, action: Array) -> dict:
         return module.init(key, obs, action, train=False)

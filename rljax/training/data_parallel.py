@@ -12,14 +12,20 @@ Per update:
 2. **Env step**: each device steps its own pool (``lax.switch`` on its mesh index, as
    in :mod:`rljax.training.sharding`); the episode statistics gather every shard's
    rewards and episode ends, so they are the whole run's, identical on each device.
-3. **Learning**: each device computes the gradient of its shard's terms of the whole
-   batch's loss; ``lax.psum`` sums them to the whole batch's gradient (a mean over all
-   envs' valid steps, whatever each shard's count), and every device applies the same
+3. **Learning** (A2C): each device computes the gradient of its shard's terms of the
+   whole batch's loss; ``lax.psum`` sums them to the whole batch's gradient (a mean over
+   all envs' valid steps, whatever each shard's count), and every device applies the same
    optimizer step, so the copies of the parameters stay identical.
+3'. **Learning** (DQN, DDPG; :mod:`rljax.training.off_policy`): every device stores every
+   shard's transitions, so the replay (and its priorities) is the same on each, and
+   samples the same batch; each device learns from its equal slice of that batch, the
+   gradients (and DDPG's batch-norm statistics) are averaged over the devices, and the
+   slices' TD errors are gathered back for the priority update. Replay memory and
+   sampling are repeated on each device; the gradient work is split.
 
 The run computes what the one-device run with the same seed computes, up to the order of
-floating-point sums (tested on 4 CPU devices). Available for A2C; the off-policy agents
-shard seeds and sweep members instead (:mod:`rljax.training.sharding`).
+floating-point sums (tested on 4 CPU devices; a rounding-level difference can still flip
+a greedy action late in an off-policy run, after which the two runs part ways).
 """
 
 from __future__ import annotations
@@ -32,15 +38,21 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from rljax import envs
 from rljax.agents.base import Agent
 from rljax.envs.pool import Env, EnvState
+from rljax.training import multihost
 from rljax.training.loop import LoopState, Trainer
 
 AXIS = "data"
-ALGORITHMS = ("a2c",)
+ALGORITHMS = ("a2c", "dqn", "ddpg")
 
 
-def check_split(num_envs: int, num_devices: int) -> None:
+def check_split(num_envs: int, num_devices: int, batch_size: int | None = None) -> None:
+    """Envs (and an off-policy agent's minibatch) must split evenly over the devices."""
     if num_envs % num_devices:
         raise ValueError(f"num_envs={num_envs} cannot be split evenly over {num_devices} "
+                         f"devices for data-parallel learning; use a multiple of "
+                         f"{num_devices}")
+    if batch_size is not None and batch_size % num_devices:
+        raise ValueError(f"batch_size={batch_size} cannot be split evenly over {num_devices} "
                          f"devices for data-parallel learning; use a multiple of "
                          f"{num_devices}")
 
@@ -60,7 +72,7 @@ def make_env(task_id: str, num_envs: int, seed: int, mesh: Mesh, **options) -> E
              if d.id in local else None for i, d in enumerate(devices)]
     first = next(p for p in pools if p is not None)
     branches = [(p or first).step for p in pools]
-    split, whole = NamedSharding(mesh, PartitionSpec(AXIS)), NamedSharding(mesh, PartitionSpec())
+    split = NamedSharding(mesh, PartitionSpec(AXIS))
 
     def reset() -> EnvState:
         states = [(devices[i], p.reset()) for i, p in enumerate(pools) if p is not None]
@@ -78,7 +90,7 @@ def make_env(task_id: str, num_envs: int, seed: int, mesh: Mesh, **options) -> E
             handle=assemble(*[s.handle for _, s in states]),
             obs=assemble(*[s.obs for _, s in states]),
             done=assemble(*[s.done for _, s in states]),
-            stats=jax.device_put(state.stats, whole))
+            stats=multihost.replicate(jax.device_get(state.stats), mesh))
 
     def step(state: EnvState, action: jax.Array):
         return jax.lax.switch(jax.lax.axis_index(AXIS), branches, state, action)
@@ -87,15 +99,16 @@ def make_env(task_id: str, num_envs: int, seed: int, mesh: Mesh, **options) -> E
     return Env(spec=spec, pool=pools, reset=reset, step=step, host_step=first.host_step)
 
 
-def gathered_act(agent: Agent) -> Agent:
-    """``agent`` whose ``act`` sees every shard's observations and returns this shard's
-    actions (and extras): the actions a one-device run takes. Runs inside ``shard_map``."""
+def gathered_act(agent: Agent, axis_name: str = AXIS) -> Agent:
+    """On-policy ``agent`` whose ``act`` sees every shard's observations and returns this
+    shard's actions (and extras): the actions a one-device run takes. Runs inside
+    ``shard_map`` over ``axis_name``."""
     inner = agent.act
 
     def act(params, obs, key, step):
         local = obs.shape[0]
-        out = inner(params, jax.lax.all_gather(obs, AXIS, tiled=True), key, step)
-        start = jax.lax.axis_index(AXIS) * local
+        out = inner(params, jax.lax.all_gather(obs, axis_name, tiled=True), key, step)
+        start = jax.lax.axis_index(axis_name) * local
         return jax.tree.map(lambda x: jax.lax.dynamic_slice_in_dim(x, start, local), out)
 
     return agent._replace(act=act)
@@ -110,18 +123,20 @@ def _state_specs() -> LoopState:
 
 
 def shard_trainer(trainer: Trainer, env: Env, mesh: Mesh) -> Trainer:
-    """A one-agent trainer (built on :func:`make_env` and an agent learning over
-    :data:`AXIS`, with :func:`gathered_act`) whose chunk runs as one SPMD program over
+    """A one-agent trainer (built on :func:`make_env` and an agent and loop learning
+    over :data:`AXIS`) whose chunk runs as one SPMD program over
     ``mesh``, jitted with the state donated; ``init`` places the state on the mesh."""
     if trainer.init_state is None or trainer.chunk_fn is None:
         raise ValueError("data-parallel learning needs a trainer with init_state and chunk_fn")
     specs = _state_specs()
     shardings = jax.tree.map(lambda s: NamedSharding(mesh, s), specs)
 
+    # Built by one jitted program straight into place (across processes, no process
+    # holds the whole state).
+    place_init = jax.jit(trainer.init_state, out_shardings=shardings)
+
     def init(key: jax.Array):
-        state = trainer.init_state(key, env.reset())
-        return jax.tree.map(lambda s, x: jax.tree.map(lambda y: jax.device_put(y, s), x),
-                            shardings, state)
+        return place_init(multihost.replicate(key, mesh), env.reset())
 
     local_chunk = jax.shard_map(trainer.chunk_fn, mesh=mesh, in_specs=(specs,),
                                 out_specs=(specs, PartitionSpec()), check_vma=False)

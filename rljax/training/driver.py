@@ -31,7 +31,7 @@ from rljax.algorithms import get_algorithm
 from rljax.config import RunConfig
 from rljax.envs.stats import last_episodes
 from rljax.logging import JsonlWriter, Progress, Sinks, TensorBoardSink, WandbSink, write_json
-from rljax.training import data_parallel, sharding, sweep
+from rljax.training import data_parallel, multihost, sharding, sweep
 from rljax.training.loop import LoopState, Trainer
 from rljax.training.seeds import vectorize_members, vectorize_seeds
 
@@ -112,7 +112,7 @@ def build(run: RunConfig) -> tuple[envs.Env, Any, Trainer, int]:
     elif len(members) > 1 or mesh is not None:
         trainer = vectorize_seeds(trainer, env, run.seed)
     if mesh is not None:
-        trainer = sharding.shard_trainer(trainer, mesh)
+        trainer = sharding.shard_trainer(trainer, env, [s for s, _ in members], mesh)
     if run.sweep is not None:
         trainer = sweep.checked_init(trainer, run.sweep[0])
     return env, agent, trainer, num_chunks
@@ -142,8 +142,8 @@ def _build_data_parallel(run: RunConfig, algo, devices) -> tuple[envs.Env, Any, 
     env = data_parallel.make_env(run.env_id, run.config.num_envs, run.seed, mesh,
                                  **dict(run.env_options))
     agent = algo.make_agent(run.config, env.spec, axis_name=data_parallel.AXIS)
-    trainer = algo.make_trainer(data_parallel.gathered_act(agent), env, run.config,
-                                _updates_per_chunk(run), run.threshold)
+    trainer = algo.make_trainer(agent, env, run.config, _updates_per_chunk(run), run.threshold,
+                                axis_name=data_parallel.AXIS)
     return (env, agent, data_parallel.shard_trainer(trainer, env, mesh),
             _num_chunks(run, trainer))
 
@@ -262,14 +262,17 @@ def train_run(run: RunConfig, *, run_dir: str | None = None, progress: bool = Tr
         checkpoint.check_compatible(checkpoint.read_manifest(resume), manifest["run"])
         run_dir = resume
     env, agent, trainer, num_chunks = build(run)
-    run_dir = run_dir or make_run_dir(run)
-    os.makedirs(run_dir, exist_ok=True)
-    write_json(os.path.join(run_dir, "config.json"), run.to_dict())
+    # Across processes the first one writes the run directory; all take part in the
+    # collectives that fetch the state (multihost.fetch).
+    writer = multihost.is_writer()
+    if writer:
+        run_dir = run_dir or make_run_dir(run)
+        os.makedirs(run_dir, exist_ok=True)
+        write_json(os.path.join(run_dir, "config.json"), run.to_dict())
     state = trainer.init(jax.random.key(run.seed))
     if resume is not None:
         # Restored arrays go where the fresh state lives (sharded over devices or not).
-        state = jax.tree.map(lambda saved, fresh: jax.device_put(saved, fresh.sharding),
-                             checkpoint.restore(resume, state), state)
+        state = jax.tree.map(multihost.place, checkpoint.restore(resume, state), state)
     compile_start = time.perf_counter()
     chunk = trainer.chunk.lower(state).compile()
     compile_time = time.perf_counter() - compile_start
@@ -280,19 +283,19 @@ def train_run(run: RunConfig, *, run_dir: str | None = None, progress: bool = Tr
         evaluate = make_evaluator(agent.greedy_act, run.env_id, run.eval_episodes,
                                   run.seed + 10_000, dict(run.env_options))
     num_seeds = trainer.num_seeds
-    first_steps = int(np.ravel(state.env_steps)[0])
+    first_steps = int(np.ravel(multihost.fetch(state.env_steps))[0])
     next_eval = (first_steps // run.eval_every + 1) * run.eval_every if evaluate else 0
     final_evals: list[dict] | None = None
     total = num_chunks * trainer.steps_per_chunk
     log_every = max(1, round(run.chunk_steps / trainer.steps_per_chunk))
     save_every = max(1, round(run.checkpoint_steps / trainer.steps_per_chunk))
-    display = Progress(total, enabled=progress, label=f"[{run.preset or run.algo}] ")
-    sinks = _open_sinks(run, run_dir)
+    display = Progress(total, enabled=progress and writer, label=f"[{run.preset or run.algo}] ")
+    sinks = _open_sinks(run, run_dir) if writer else Sinks([])
     seed_sinks = [JsonlWriter(os.path.join(_member_dir(run_dir, run, k), "metrics.jsonl"))
-                  for k in range(num_seeds)] if num_seeds > 1 else []
+                  for k in range(num_seeds)] if num_seeds > 1 and writer else []
     rows: list[dict] = []
     pending: list[dict] = []
-    prev_episodes = np.ravel(np.asarray(state.env.stats.episodes)).tolist()
+    prev_episodes = np.ravel(multihost.fetch(state.env.stats.episodes)).tolist()
     interrupted = False
     done_chunks = first_steps // trainer.steps_per_chunk
     train_start = period_start = time.perf_counter()
@@ -301,14 +304,14 @@ def train_run(run: RunConfig, *, run_dir: str | None = None, progress: bool = Tr
             for i in range(done_chunks, num_chunks):
                 state, metrics = chunk(state)
                 pending.append(metrics)
-                last = i == num_chunks - 1 or (
-                    run.stop_on_solve and bool(np.all(np.asarray(state.solved_at) >= 0)))
+                last = i == num_chunks - 1 or (run.stop_on_solve and bool(
+                    np.all(multihost.fetch(state.solved_at) >= 0)))
                 if not (len(pending) >= log_every or last or stop.received):
                     continue
-                if not bool(_finite(state.agent)):
+                if not bool(multihost.fetch(_finite(state.agent))):
                     raise NonFiniteError(_nonfinite_message(run_dir, state, "parameter"))
-                metrics, stats, steps = jax.device_get((pending, state.env.stats,
-                                                        state.env_steps))
+                metrics, stats, steps = multihost.fetch((pending, state.env.stats,
+                                                         state.env_steps))
                 env_steps = int(np.ravel(steps)[0])
                 now = time.perf_counter()
                 base = {"env_steps": env_steps, "wall_time_s": now - start,
@@ -322,7 +325,8 @@ def train_run(run: RunConfig, *, run_dir: str | None = None, progress: bool = Tr
                     if name is not None:
                         raise NonFiniteError(_nonfinite_message(run_dir, state, name))
                 if evaluate is not None and (last or env_steps >= next_eval):
-                    final_evals = [evaluate(agent.params(_seed(state.agent, k, num_seeds)))
+                    params = multihost.fetch(agent.params(state.agent))
+                    final_evals = [evaluate(_seed(params, k, num_seeds))
                                    for k in range(num_seeds)]
                     for r, ev in zip(per_seed, final_evals, strict=True):
                         r["eval_return_mean"] = ev["return_mean"]
@@ -355,12 +359,13 @@ def train_run(run: RunConfig, *, run_dir: str | None = None, progress: bool = Tr
             sink.close()
         summary = _summary(run, state, start, train_start, compile_time, interrupted,
                            first_steps, final_evals)
-        write_json(os.path.join(run_dir, "summary.json"), summary)
-        for k, seed_summary in enumerate(summary.get("seeds", [])):
-            folder = _member_dir(run_dir, run, k)
-            write_json(os.path.join(folder, "summary.json"), seed_summary)
-            write_json(os.path.join(folder, "config.json"), _member_config(run, k))
-        _plot_curve(run_dir)
+        if writer:
+            write_json(os.path.join(run_dir, "summary.json"), summary)
+            for k, seed_summary in enumerate(summary.get("seeds", [])):
+                folder = _member_dir(run_dir, run, k)
+                write_json(os.path.join(folder, "summary.json"), seed_summary)
+                write_json(os.path.join(folder, "config.json"), _member_config(run, k))
+            _plot_curve(run_dir)
     return RunResult(run_dir, state, summary, rows, agent, env.spec)
 
 
@@ -388,8 +393,10 @@ def _member_config(run: RunConfig, k: int) -> dict:
 
 
 def _nonfinite_message(run_dir: str, state, quantity: str) -> str:
-    steps = int(np.ravel(jax.device_get(state.env_steps))[0])
+    steps = int(np.ravel(multihost.fetch(state.env_steps))[0])
     try:
+        if run_dir is None:  # a process that does not write the run directory
+            raise checkpoint.CheckpointError("not written here")
         saved = checkpoint.read_manifest(run_dir).get("env_steps")
         where = f"the last finite checkpoint (env step {saved:,}) is in {run_dir}"
     except checkpoint.CheckpointError:
@@ -448,8 +455,8 @@ def _summary(run: RunConfig, state: LoopState, start: float, train_start: float,
     """The run's summary; with several seeds the single-run keys aggregate them
     (returns: mean over seeds; ``solved_at_step``: when the last seed solved, null
     unless all did; ``sps``: all seeds' env steps) and ``seeds`` lists each one."""
-    stats, steps, solved_at = jax.device_get((state.env.stats, state.env_steps,
-                                              state.solved_at))
+    stats, steps, solved_at = multihost.fetch((state.env.stats, state.env_steps,
+                                               state.solved_at))
     num_seeds = run.num_members
     env_steps = int(np.ravel(steps)[0])
     seeds = []

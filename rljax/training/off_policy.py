@@ -10,6 +10,14 @@ XLA:CPU runs a conv-net gradient step about 10x slower inside a rolled loop than
 unrolled, so ``unroll=True`` (chosen for image observations) unrolls the gradient
 steps and the updates of a chunk; chunks are then kept small and the host calls
 the compiled chunk more often, which costs little next to conv learning.
+
+With ``axis_name`` the loop runs inside ``shard_map`` as one agent learning
+data-parallel (:mod:`rljax.training.data_parallel`): each device steps its own shard of
+the envs, while acting, storing and sampling see every shard (``all_gather``), so the
+replay, its priorities and each sampled batch are the same on every device; each device
+then learns from its equal slice of the batch (the agent averages gradients over the
+axis) and the slices' TD errors are gathered back for the priorities. The replay and
+sampling are repeated per device; the gradient work is split.
 """
 
 from __future__ import annotations
@@ -41,7 +49,8 @@ def make_off_policy_trainer(agent: OffPolicyAgent, env: Env, memory: Memory, *,
                             beta_fn: Callable[[jax.Array], jax.Array] | None = None,
                             initial_priorities: bool = False, unroll: bool = False,
                             flush_every: int | None = None,
-                            threshold: float | None = None) -> Trainer:
+                            threshold: float | None = None,
+                            axis_name: str | None = None) -> Trainer:
     """Builds the compiled off-policy training loop.
 
     Args:
@@ -59,12 +68,33 @@ def make_off_policy_trainer(agent: OffPolicyAgent, env: Env, memory: Memory, *,
         flush_every: empty the replay memory after every this many sampled
             batches (None: never), for agents that learn only from recent data.
         threshold: solve threshold for ``solved_at`` (None: never solved).
+        axis_name: learn data-parallel over this mesh axis (the chunk then runs inside
+            ``shard_map``; ``env`` steps the local shard of ``env.spec.num_envs`` envs and
+            ``agent`` averages its gradients over the axis).
     """
     if initial_priorities and agent.td_error is None:
         raise ValueError("initial_priorities needs an agent with a td_error function")
     if flush_every is not None and (not isinstance(flush_every, int) or flush_every < 1):
         raise ValueError(f"flush_every must be an integer >= 1 or None, got {flush_every!r}")
     num_envs = env.spec.num_envs
+
+    def gather(tree):
+        """Every shard's values along the leading axis (identity on one device)."""
+        if axis_name is None:
+            return tree
+        return jax.tree.map(lambda x: jax.lax.all_gather(x, axis_name, tiled=True), tree)
+
+    def local(tree):
+        """This shard's equal slice of the leading axis (identity on one device)."""
+        if axis_name is None:
+            return tree
+
+        def cut(x):
+            size = x.shape[0] // jax.lax.axis_size(axis_name)
+            return jax.lax.dynamic_slice_in_dim(x, jax.lax.axis_index(axis_name) * size, size)
+
+        return jax.tree.map(cut, tree)
+
     beta_fn = beta_fn or (lambda step: jnp.ones((), jnp.float32))
     example = _example_transition(env)
 
@@ -80,12 +110,14 @@ def make_off_policy_trainer(agent: OffPolicyAgent, env: Env, memory: Memory, *,
 
     def env_step(carry, key):
         agent_state, env_state, mem_state, update_step = carry
-        obs = env_state.obs
-        action, agent_state = agent.act(agent_state, obs, key, update_step, env_state.done)
-        env_state, out = env.step(env_state, action)
-        step = Transition(obs, action, out.reward, out.terminated, out.truncated, out.obs)
+        obs, done = gather((env_state.obs, env_state.done))
+        action, agent_state = agent.act(agent_state, obs, key, update_step, done)
+        env_state, out = env.step(env_state, local(action))
+        reward, terminated, truncated, next_obs, valid = gather(
+            (out.reward, out.terminated, out.truncated, out.obs, out.valid))
+        step = Transition(obs, action, reward, terminated, truncated, next_obs)
         td_fn = (lambda tr: agent.td_error(agent_state, tr)) if initial_priorities else None
-        mem_state = memory.add(mem_state, step, out.valid, td_fn)
+        mem_state = memory.add(mem_state, step, valid, td_fn)
         return (agent_state, env_state, mem_state, update_step), None
 
     def grad_step(carry, key):
@@ -97,13 +129,13 @@ def make_off_policy_trainer(agent: OffPolicyAgent, env: Env, memory: Memory, *,
         mem_state = memory.update_priorities(mem_state, indices, td_error)
         sample_key, update_key = jax.random.split(key)
         batch = memory.sample(mem_state, sample_key, beta)
-        agent_state, metrics, td_error = agent.update(agent_state, batch, update_key)
-        return (agent_state, mem_state, beta, batch.indices, td_error), metrics
+        agent_state, metrics, td_error = agent.update(agent_state, local(batch), update_key)
+        return (agent_state, mem_state, beta, batch.indices, gather(td_error)), metrics
 
     def learn(agent_state, mem_state, beta, key):
         def first_sample(agent_state, mem_state):
             batch = memory.sample(mem_state, key, beta)
-            return batch.indices, agent.update(agent_state, batch, key)[2]
+            return batch.indices, gather(agent.update(agent_state, local(batch), key)[2])
 
         shapes = jax.eval_shape(first_sample, agent_state, mem_state)
         # Slot -1 is no written slot: update_priorities ignores it.

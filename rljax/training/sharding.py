@@ -30,6 +30,8 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from rljax import envs
 from rljax.envs.pool import Env, EnvState
+from rljax.training import multihost
+from rljax.training.seeds import seed_keys
 
 AXIS = "members"
 
@@ -89,19 +91,24 @@ def make_sharded_env(task_id: str, num_envs: int, member_seeds: Sequence[int], m
                reset=reset, step=step, host_step=first.host_step)
 
 
-def shard_trainer(trainer, mesh: Mesh):
-    """A many-member trainer (built on :func:`make_sharded_env`) whose chunk runs
-    each device's members there: ``shard_map`` over the member axis, jitted with the
-    state donated; ``init`` places the state on the mesh."""
+def shard_trainer(trainer, env: Env, member_seeds: Sequence[int], mesh: Mesh):
+    """A many-member trainer (built on ``env`` from :func:`make_sharded_env`, members
+    with ``member_seeds``) whose chunk runs each device's members there: ``shard_map``
+    over the member axis, jitted with the state donated; ``init`` builds the state in
+    place on the mesh."""
     spec = PartitionSpec(AXIS)
     sharding = NamedSharding(mesh, spec)
     local_chunk = jax.shard_map(trainer.chunk_fn, mesh=mesh, in_specs=(spec, spec),
                                 out_specs=spec, check_vma=False)
-    values = jax.device_put(trainer.member_values, sharding)
-    inner_init = trainer.init
+    values = multihost.put(trainer.member_values, sharding)
+    keys = seed_keys(member_seeds)
+    # Built by one jitted program straight into the members' shards (across processes,
+    # no process holds the whole state).
+    place_init = jax.jit(trainer.init_state, out_shardings=sharding)
 
     def init(key=None):
-        return jax.device_put(inner_init(key), sharding)
+        del key  # each member's key comes from its own seed, as in a single run
+        return place_init(multihost.replicate(keys, mesh), env.reset())
 
     def chunk(state):
         return local_chunk(state, values)

@@ -77,6 +77,40 @@ SCRIPT = textwrap.dedent("""
     result = train_run(dataclasses.replace(single, devices=4, total_steps=16_000,
                                            logdir=sys.argv[1]), progress=False)
     assert result.summary["env_steps"] == 16_000 and "seeds" not in result.summary
+    # One DQN agent data-parallel: every device stores every shard's transitions and
+    # samples the same batches, learning from a quarter of each (8 envs as 4 x 2,
+    # minibatch 64 as 4 x 16): 32 updates of 4 gradient steps once learning starts. (Later
+    # the TD errors' rounding, which differs with the batch shapes, moves a prioritized
+    # draw across a slot boundary, and the two runs part ways.)
+    def compare_single(run, chunks, rtol, atol=1e-5):
+        dp, m4, _ = run_chunks(dataclasses.replace(run, devices=4), chunks)
+        assert dp.env.obs.sharding.spec == jax.sharding.PartitionSpec("data")
+        one, m1, _ = run_chunks(run, chunks)
+        for a, b in zip(jax.tree.leaves((dp.agent, dp.memory)),
+                        jax.tree.leaves((one.agent, one.memory)), strict=True):
+            np.testing.assert_allclose(np.asarray(a, np.float64), np.asarray(b, np.float64),
+                                       rtol=rtol, atol=atol)
+        for k in m1:
+            np.testing.assert_allclose(m4[k], m1[k], rtol=rtol, atol=atol, err_msg=k)
+        assert np.isfinite(m1["replay_size"]).all()
+        assert int(dp.env.stats.episodes) == int(one.env.stats.episodes) > 0
+        return one, m1
+
+    dqn1 = dataclasses.replace(from_preset("cartpole-dqn", total_steps=2_048,
+                                           tensorboard=False), chunk_steps=1_024)
+    one, m1 = compare_single(dqn1, 2, 1e-4)
+    assert np.isfinite(m1["loss"]).all() and int(one.agent.step) >= 4 * 32
+    # DDPG (the reference configuration, batch norm on: its batch statistics are the
+    # whole batch's), 5 of 20 envs and 32 of each 128-transition batch per device. The
+    # actions' rounding reaches MuJoCo's state, hence the looser tolerance on stored obs.
+    ddpg1 = dataclasses.replace(from_preset("reacher-ddpg-reference", total_steps=6_000,
+                                            tensorboard=False, min_replay=1_000,
+                                            grad_steps=10), chunk_steps=2_000)
+    one, m1 = compare_single(ddpg1, 3, 1e-3, atol=2e-4)
+    assert np.isfinite(m1["critic_loss"]).all() and int(one.agent.step) >= 50
+    result = train_run(dataclasses.replace(dqn1, devices=4, logdir=sys.argv[1]),
+                       progress=False)
+    assert result.summary["env_steps"] == 2_048
     # Through the driver: run directory, per-seed folders, summary.
     result = train_run(dataclasses.replace(a2c, devices=4, total_steps=4_000,
                                            logdir=sys.argv[1]), progress=False)
@@ -98,8 +132,8 @@ def test_members_sharded_over_four_cpu_devices_match_one_device(tmp_path):
 def test_bad_device_counts_are_refused():
     with pytest.raises(ValueError, match="cannot be split evenly over 4 devices"):
         from_preset("cartpole-a2c", num_seeds=6, devices=4)
-    with pytest.raises(ValueError, match="data-parallel learning, available for a2c, not dqn"):
-        from_preset("cartpole-dqn", devices=2)
+    with pytest.raises(ValueError, match="batch_size=30 cannot be split evenly over 4 devices"):
+        from_preset("cartpole-dqn", devices=4, batch_size=30)
     with pytest.raises(ValueError, match="num_envs=16 cannot be split evenly over 3 devices"):
         from_preset("cartpole-a2c", devices=3)
     with pytest.raises(ValueError, match="devices must be an integer >= 1"):

@@ -1,0 +1,97 @@
+"""Runs that span several processes (hosts), on JAX's own distributed runtime.
+
+Every process runs the same program (``jax.distributed.initialize`` first, then the same
+``train_run``): the device mesh spans all processes' devices, each process steps the
+envpool pools of its own devices, and the compiled chunk is one SPMD program. Between
+chunks the host looks at the state: :func:`fetch` gathers the other processes' shards
+(a collective, so every process calls it at the same point), and only the first process
+(:func:`is_writer`) writes the run directory, which it expects on a filesystem the
+others can read when resuming.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import numpy as np
+
+
+def initialize(coordinator: str | None = None, num_processes: int | None = None,
+               process_id: int | None = None) -> None:
+    """Joins a multi-process run: ``jax.distributed.initialize`` with the given
+    coordinator ``host:port``, process count and this process's id, or, all None, the
+    values JAX detects from the cluster environment (SLURM, Cloud TPU, ...). On CPU the
+    cross-process collectives use gloo. Call before any other JAX call.
+
+    Raises:
+        ValueError: only some of the three values are given, or they are out of range.
+    """
+    given = [v is not None for v in (coordinator, num_processes, process_id)]
+    if any(given) and not all(given):
+        raise ValueError("give all of coordinator (host:port), num_processes and process_id, "
+                         "or none of them (detected from the cluster environment)")
+    if all(given):
+        host, sep, port = str(coordinator).rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise ValueError(f"coordinator must be host:port, got {coordinator!r}")
+        if not isinstance(num_processes, int) or num_processes < 1:
+            raise ValueError(f"num_processes must be an integer >= 1, got {num_processes!r}")
+        if not isinstance(process_id, int) or not 0 <= process_id < num_processes:
+            raise ValueError(f"process_id must be an integer in [0, {num_processes}), "
+                             f"got {process_id!r}")
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    jax.distributed.initialize(coordinator_address=coordinator, num_processes=num_processes,
+                               process_id=process_id)
+
+
+def is_writer() -> bool:
+    """Whether this process writes the run directory (the first one does)."""
+    return jax.process_index() == 0
+
+
+def _fetch_one(x: Any) -> Any:
+    if not isinstance(x, jax.Array) or x.is_fully_addressable:
+        return jax.device_get(x)
+    if x.is_fully_replicated:
+        return jax.device_get(x.addressable_data(0))
+    from jax.experimental import multihost_utils
+
+    if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+        data = multihost_utils.process_allgather(jax.random.key_data(x), tiled=True)
+        return jax.random.wrap_key_data(np.asarray(data), impl=jax.random.key_impl(x))
+    return np.asarray(multihost_utils.process_allgather(x, tiled=True))
+
+
+def fetch(tree: Any) -> Any:
+    """Host copies of ``tree``'s arrays, whole: shards held by other processes are
+    gathered (every process must call this at the same point)."""
+    if jax.process_count() == 1:
+        return jax.device_get(tree)
+    return jax.tree.map(_fetch_one, tree)
+
+
+def put(value: Any, sharding: Any) -> jax.Array:
+    """``value`` (the same host array on every process) laid out by ``sharding``, which
+    may span several processes' devices (each process fills its own shards)."""
+    if jax.process_count() == 1:
+        return jax.device_put(value, sharding)
+    if jax.dtypes.issubdtype(getattr(value, "dtype", np.float32), jax.dtypes.prng_key):
+        return jax.random.wrap_key_data(put(jax.random.key_data(value), sharding),
+                                        impl=jax.random.key_impl(value))
+    value = np.asarray(value)
+    return jax.make_array_from_callback(value.shape, sharding, lambda index: value[index])
+
+
+def replicate(tree: Any, mesh: Any) -> Any:
+    """``tree``'s arrays (the same values on every process) replicated over every device
+    of ``mesh``."""
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    sharding = NamedSharding(mesh, PartitionSpec())
+    return jax.tree.map(lambda x: put(x, sharding), tree)
+
+
+def place(value: Any, like: jax.Array) -> jax.Array:
+    """``value`` (the same host array on every process) laid out as ``like``."""
+    return put(value, like.sharding)
