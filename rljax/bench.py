@@ -180,23 +180,72 @@ def _in_subprocess(kwargs: dict, timeout: float) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def _peers(preset: str) -> list[dict]:
-    """The same env and config in installed peer libraries (Stable-Baselines3)."""
-    out = []
-    if preset == "cartpole-a2c" and importlib.util.find_spec("stable_baselines3"):
-        from stable_baselines3 import A2C
-        from stable_baselines3.common.env_util import make_vec_env
+def _sb3_model(preset: str):
+    """A Stable-Baselines3 model on the preset's env with its sizes and gradient work:
+    ``(model, warm-up steps, timed steps, what differs)``, or None for no counterpart."""
+    import numpy as np
+    from stable_baselines3 import A2C, DDPG, DQN
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.noise import NormalActionNoise
 
-        vec = make_vec_env("CartPole-v1", n_envs=16)
-        model = A2C("MlpPolicy", vec, n_steps=5, learning_rate=5e-4, ent_coef=0.005,
-                    policy_kwargs={"net_arch": {"pi": [128, 128], "vf": [64, 64]}}, verbose=0)
-        model.learn(2_000)
-        steps = 40_000
+    from rljax.config import from_preset
+
+    run = from_preset(preset, tensorboard=False)
+    c = run.config
+    if preset == "cartpole-a2c":
+        vec = make_vec_env(run.env_id, n_envs=c.num_envs)
+        model = A2C("MlpPolicy", vec, n_steps=c.rollout_len, learning_rate=c.actor_lr,
+                    gamma=c.gamma, gae_lambda=c.gae_lambda or 1.0, ent_coef=c.entropy_coef,
+                    policy_kwargs={"net_arch": {"pi": list(c.actor_hidden),
+                                                "vf": list(c.critic_hidden)}}, verbose=0)
+        return model, 2_000, 40_000, "one optimizer (RMSprop) for actor and critic"
+    if preset == "cartpole-dqn":
+        vec = make_vec_env(run.env_id, n_envs=c.num_envs)
+        model = DQN("MlpPolicy", vec, learning_rate=c.lr, buffer_size=c.buffer_size,
+                    learning_starts=c.min_replay, batch_size=c.batch_size, gamma=c.gamma,
+                    train_freq=c.env_steps_per_update, gradient_steps=c.grad_steps,
+                    target_update_interval=c.target_period * c.steps_per_update,
+                    max_grad_norm=c.max_grad_norm or 1e9,
+                    policy_kwargs={"net_arch": list(c.hidden_sizes)}, verbose=0)
+        return (model, c.min_replay + 2_000, 20_000,
+                "uniform replay, plain (not double, dueling or n-step) DQN")
+    if preset == "reacher-ddpg":
+        vec = make_vec_env(run.env_id, n_envs=c.num_envs)
+        dim = vec.action_space.shape[0]
+        noise = NormalActionNoise(np.zeros(dim), c.gaussian_sigma * np.ones(dim))
+        model = DDPG("MlpPolicy", vec, learning_rate=c.critic_lr, buffer_size=c.replay_capacity,
+                     learning_starts=c.min_replay, batch_size=c.batch_size, tau=c.tau,
+                     gamma=c.gamma, train_freq=c.env_steps_per_update,
+                     gradient_steps=c.grad_steps, action_noise=noise,
+                     policy_kwargs={"net_arch": list(c.critic_hidden)}, verbose=0)
+        return (model, c.min_replay + 2_000, 10_000,
+                "uniform replay, no target-action smoothing, gymnasium's MuJoCo Reacher")
+    return None
+
+
+def _peers(preset: str) -> list[dict]:
+    """The preset's env and config in installed peer libraries (Stable-Baselines3 on
+    PyTorch), trained in this process after a warm-up: steps/s while learning."""
+    if not importlib.util.find_spec("stable_baselines3"):
+        return []
+    try:
+        built = _sb3_model(preset)
+        if built is None:
+            return []
+        model, warm, steps, differs = built
+        model.learn(warm)
         start = time.perf_counter()
         model.learn(steps, reset_num_timesteps=False)
-        out.append({"library": "stable-baselines3", "preset": preset,
-                    "train_sps": steps / (time.perf_counter() - start)})
-    return out
+        sps = steps / (time.perf_counter() - start)
+    except Exception as e:  # noqa: BLE001 - a peer's failure must not cost the suite
+        return [{"library": "stable-baselines3", "preset": preset,
+                 "error": f"{type(e).__name__}: {e}"}]
+    import stable_baselines3
+    import torch
+
+    return [{"library": f"stable-baselines3 {stable_baselines3.__version__} (torch "
+                        f"{torch.__version__}, {torch.get_num_threads()} threads)",
+             "preset": preset, "train_sps": sps, "differs": differs}]
 
 
 def run_suite(presets=DEFAULT_PRESETS, out_dir: str = "benchmarks/results/suite",
@@ -263,9 +312,20 @@ def markdown(results: dict) -> str:
             n = r["num_envs"] if label == "num_envs" else r["num_seeds"]
             lines.append(f"| {n} | {r['train_sps']:,.0f} | {r.get('env_only_sps', 0):,.0f} | "
                          f"{r['train_sps'] / base:.1f}x |")
+    peers = [p for p in results["peers"] if "error" not in p]
+    if peers:
+        ours = {r["preset"]: r.get("train_sps") for r in results["presets"]}
+        lines += ["", "Peers: the same env, sizes and gradient work, steps/s while learning", "",
+                  "| preset | library | peer steps/s | rljax steps/s | rljax / peer | differs |",
+                  "| --- | --- | --- | --- | --- | --- |"]
+        for p in peers:
+            mine = ours.get(p["preset"])
+            ratio = f"{mine / p['train_sps']:.1f}x" if mine else ""
+            lines.append(f"| {p['preset']} | {p['library']} | {p['train_sps']:,.0f} | "
+                         f"{mine or 0:,.0f} | {ratio} | {p.get('differs', '')} |")
     for p in results["peers"]:
-        lines.append(f"\nPeer: {p['library']} on {p['preset']}'s env and config: "
-                     f"{p['train_sps']:,.0f} steps/s")
+        if "error" in p:
+            lines.append(f"\nPeer {p['library']} on {p['preset']} failed: {p['error']}")
     return "\n".join(lines) + "\n"
 
 

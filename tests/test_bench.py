@@ -18,8 +18,12 @@ def test_markdown_and_plots(tmp_path):
     results = {"machine": bench.machine(), "presets": [row, {"preset": "x", "error": "boom"}],
                "num_envs_sweep": [dict(row, num_envs=n, train_sps=10.0 * n) for n in (1, 2)],
                "seeds_sweep": [dict(row, num_seeds=s, train_sps=60.0 * s) for s in (1, 4)],
-               "peers": []}
+               "peers": [{"library": "peerlib 1.0", "preset": "cartpole-a2c", "train_sps": 20.0,
+                          "differs": "optimizer"},
+                         {"library": "peerlib 1.0", "preset": "x", "error": "ImportError: y"}]}
     text = bench.markdown(results)
+    assert "| cartpole-a2c | peerlib 1.0 | 20 | 60 | 3.0x | optimizer |" in text
+    assert "Peer peerlib 1.0 on x failed: ImportError: y" in text
     assert "| cartpole-a2c | CartPole-v1 | 16 | 100 | 60 | 0.60 | 3.0 | 500 |" in text
     assert "| x | error: boom |" in text and "| 4 | 240 | 100 | 4.0x |" in text
     bench.plot_sweeps(results, str(tmp_path))

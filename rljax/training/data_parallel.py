@@ -131,12 +131,10 @@ def shard_trainer(trainer: Trainer, env: Env, mesh: Mesh) -> Trainer:
     specs = _state_specs()
     shardings = jax.tree.map(lambda s: NamedSharding(mesh, s), specs)
 
-    # Built by one jitted program straight into place (across processes, no process
-    # holds the whole state).
-    place_init = jax.jit(trainer.init_state, out_shardings=shardings)
+    place_init = multihost.init_on(trainer.init_state, shardings, mesh)
 
     def init(key: jax.Array):
-        return place_init(multihost.replicate(key, mesh), env.reset())
+        return place_init(key, env.reset())
 
     local_chunk = jax.shard_map(trainer.chunk_fn, mesh=mesh, in_specs=(specs,),
                                 out_specs=(specs, PartitionSpec()), check_vma=False)

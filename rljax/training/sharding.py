@@ -102,13 +102,11 @@ def shard_trainer(trainer, env: Env, member_seeds: Sequence[int], mesh: Mesh):
                                 out_specs=spec, check_vma=False)
     values = multihost.put(trainer.member_values, sharding)
     keys = seed_keys(member_seeds)
-    # Built by one jitted program straight into the members' shards (across processes,
-    # no process holds the whole state).
-    place_init = jax.jit(trainer.init_state, out_shardings=sharding)
+    place_init = multihost.init_on(trainer.init_state, sharding, mesh)
 
     def init(key=None):
         del key  # each member's key comes from its own seed, as in a single run
-        return place_init(multihost.replicate(keys, mesh), env.reset())
+        return place_init(keys, env.reset())
 
     def chunk(state):
         return local_chunk(state, values)
