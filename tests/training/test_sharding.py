@@ -105,7 +105,8 @@ SCRIPT = textwrap.dedent("""
     # actions' rounding reaches MuJoCo's state, hence the looser tolerance on stored obs.
     ddpg1 = dataclasses.replace(from_preset("reacher-ddpg-reference", total_steps=6_000,
                                             tensorboard=False, min_replay=1_000,
-                                            grad_steps=10), chunk_steps=2_000)
+                                            grad_steps=10, replay_capacity=8_192),
+                                chunk_steps=2_000)
     one, m1 = compare_single(ddpg1, 3, 1e-3, atol=2e-4)
     assert np.isfinite(m1["critic_loss"]).all() and int(one.agent.step) >= 50
     result = train_run(dataclasses.replace(dqn1, devices=4, logdir=sys.argv[1]),
