@@ -38,7 +38,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from rljax import envs
 from rljax.agents.base import Agent
 from rljax.envs.pool import Env, EnvState
-from rljax.training import multihost
+from rljax.training import multihost, sharding
 from rljax.training.loop import LoopState, Trainer
 
 AXIS = "data"
@@ -64,36 +64,18 @@ def make_env(task_id: str, num_envs: int, seed: int, mesh: Mesh, **options) -> E
     pools' handles split over the mesh, the episode statistics (of all envs) replicated.
     ``step`` must run inside ``shard_map`` over :data:`AXIS` on the local shards.
     """
-    devices = list(mesh.devices.flat)
-    check_split(num_envs, len(devices))
-    per = num_envs // len(devices)
-    local = {d.id for d in jax.local_devices()}
-    pools = [envs.make(task_id, per, seed, data_shard=(AXIS, i, len(devices)), **options)
-             if d.id in local else None for i, d in enumerate(devices)]
-    first = next(p for p in pools if p is not None)
-    branches = [(p or first).step for p in pools]
-    split = NamedSharding(mesh, PartitionSpec(AXIS))
+    count = mesh.devices.size
+    check_split(num_envs, count)
+    pools, first, step = sharding.device_pools(
+        mesh, AXIS, lambda i: envs.make(task_id, num_envs // count, seed,
+                                        data_shard=(AXIS, i, count), **options))
 
     def reset() -> EnvState:
-        states = [(devices[i], p.reset()) for i, p in enumerate(pools) if p is not None]
-
-        def assemble(*leaves):
-            # Leaves with the envs' axis (obs, done, handle) are split; the statistics of
-            # all envs are the same on every device.
-            shape = (leaves[0].shape[0] * len(devices),) + leaves[0].shape[1:]
-            return jax.make_array_from_single_device_arrays(
-                shape, split, [jax.device_put(x, d) for (d, _), x in zip(states, leaves,
-                                                                          strict=True)])
-
-        state = states[0][1]
-        return EnvState(
-            handle=assemble(*[s.handle for _, s in states]),
-            obs=assemble(*[s.obs for _, s in states]),
-            done=assemble(*[s.done for _, s in states]),
-            stats=multihost.replicate(jax.device_get(state.stats), mesh))
-
-    def step(state: EnvState, action: jax.Array):
-        return jax.lax.switch(jax.lax.axis_index(AXIS), branches, state, action)
+        # The envs' arrays (handle, obs, done) are split; the statistics, of all envs,
+        # are the same on every device.
+        local = sharding.reset_pools(mesh, pools)
+        split = sharding.join_shards(mesh, AXIS, [(d, s.replace(stats=None)) for d, s in local])
+        return split.replace(stats=multihost.replicate(jax.device_get(local[0][1].stats), mesh))
 
     spec = dataclasses.replace(first.spec, num_envs=num_envs)
     return Env(spec=spec, pool=pools, reset=reset, step=step, host_step=first.host_step)

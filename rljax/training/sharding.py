@@ -22,7 +22,8 @@ devices are never taken. Members must divide evenly over the devices.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import jax
 import numpy as np
@@ -48,6 +49,48 @@ def check_divisible(num_members: int, num_devices: int) -> None:
                          f"devices; use a multiple of {num_devices} seeds x sweep values")
 
 
+def device_pools(mesh: Mesh, axis: str, make_pool: Callable[[int], Env]):
+    """One pool per device of ``mesh``, ``make_pool(i)`` for the ``i``-th device, built
+    for this process's devices only (None for the others'), and an env ``step`` that
+    runs device ``i``'s pool; the step must run inside ``shard_map`` over ``axis``.
+
+    Returns:
+        ``(pools, first local pool, step)``.
+    """
+    local = {d.id for d in jax.local_devices()}
+    pools = [make_pool(i) if d.id in local else None for i, d in enumerate(mesh.devices.flat)]
+    first = next(p for p in pools if p is not None)
+    # A process holds pools for its own devices only; other devices' branches are
+    # never taken there, so they may call any local pool.
+    branches = [(p or first).step for p in pools]
+
+    def step(state: EnvState, action: jax.Array):
+        return jax.lax.switch(jax.lax.axis_index(axis), branches, state, action)
+
+    return pools, first, step
+
+
+def reset_pools(mesh: Mesh, pools: list) -> list[tuple[jax.Device, Any]]:
+    """Resets this process's pools (from :func:`device_pools`): ``(device, state)``
+    for each of its devices."""
+    devices = list(mesh.devices.flat)
+    return [(devices[i], p.reset()) for i, p in enumerate(pools) if p is not None]
+
+
+def join_shards(mesh: Mesh, axis: str, local: list[tuple[jax.Device, Any]]) -> Any:
+    """One global state from each local device's part (:func:`reset_pools`), the parts
+    laid end to end along the leading axis and split over ``axis``."""
+    sharding = NamedSharding(mesh, PartitionSpec(axis))
+
+    def assemble(*leaves):
+        shape = (leaves[0].shape[0] * mesh.devices.size,) + leaves[0].shape[1:]
+        return jax.make_array_from_single_device_arrays(
+            shape, sharding, [jax.device_put(x, d) for (d, _), x in zip(local, leaves,
+                                                                      strict=True)])
+
+    return jax.tree.map(assemble, *[state for _, state in local])
+
+
 def make_sharded_env(task_id: str, num_envs: int, member_seeds: Sequence[int], mesh: Mesh,
                      **options) -> Env:
     """An env holding ``len(member_seeds)`` members' envs, one pool per device of
@@ -55,36 +98,19 @@ def make_sharded_env(task_id: str, num_envs: int, member_seeds: Sequence[int], m
 
     ``reset()`` returns the global state (leading member axis), sharded over the mesh.
     """
-    devices = list(mesh.devices.flat)
-    num_members, num_devices = len(member_seeds), len(devices)
+    num_members, num_devices = len(member_seeds), mesh.devices.size
     check_divisible(num_members, num_devices)
     per = num_members // num_devices
-    local = {d.id for d in jax.local_devices()}
-    pools: list[Env | None] = []
-    for i, device in enumerate(devices):
+
+    def make_pool(i: int) -> Env:
         seeds = list(member_seeds[i * per:(i + 1) * per])
-        pools.append(envs.make(task_id, num_envs, seeds[0], num_seeds=per, member_seeds=seeds,
-                               member_axis=True, **options) if device.id in local else None)
-    first = next(p for p in pools if p is not None)
-    # A process holds pools for its own devices only; other devices' branches are
-    # never taken there, so they may call any local pool.
-    branches = [(p or first).step for p in pools]
-    sharding = NamedSharding(mesh, PartitionSpec(AXIS))
+        return envs.make(task_id, num_envs, seeds[0], num_seeds=per, member_seeds=seeds,
+                         member_axis=True, **options)
+
+    pools, first, step = device_pools(mesh, AXIS, make_pool)
 
     def reset() -> EnvState:
-        # Each process resets its own pools; the shards form one global array.
-        local = [(devices[i], p.reset()) for i, p in enumerate(pools) if p is not None]
-
-        def assemble(*leaves):
-            shape = (num_members,) + leaves[0].shape[1:]
-            return jax.make_array_from_single_device_arrays(
-                shape, sharding, [jax.device_put(x, d) for (d, _), x in zip(local, leaves,
-                                                                          strict=True)])
-
-        return jax.tree.map(assemble, *[state for _, state in local])
-
-    def step(state: EnvState, action: jax.Array):
-        return jax.lax.switch(jax.lax.axis_index(AXIS), branches, state, action)
+        return join_shards(mesh, AXIS, reset_pools(mesh, pools))
 
     spec = dataclasses.replace(first.spec, num_seeds=num_members)
     return Env(spec=spec, pool=[p.pool if p is not None else None for p in pools],
