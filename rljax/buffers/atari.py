@@ -196,11 +196,14 @@ def add(
         next_first=next_first,
     )
     # Position t - n is now complete; position t - T + S - 1 just lost its oldest history frame.
+    # Both are read from the flags: reading the tree's leaves before writing them would make
+    # XLA copy the whole tree twice per call (the read must stay valid across the scatters).
     envs = jnp.arange(b)
     done_row = (t - state.n) % state.rows
     newly = _has(state.flags[done_row], VALID) & (t >= state.n)
-    gone_slots = state.slot(t - state.rows + s - 1, envs)
-    gone = sum_tree.get(state.tree, gone_slots) > 0
+    gone_position = t - state.rows + s - 1  # completed long ago, since T >= n + S
+    gone_slots = state.slot(gone_position, envs)
+    gone = _has(state.flags[gone_position % state.rows], VALID) & (gone_position >= 0)
     new_leaf = jnp.where(newly, state.max_priority, 0).astype(state.tree.nodes.dtype)
     tree = sum_tree.set(
         state.tree,
@@ -281,8 +284,8 @@ def update_priorities(
 
 
 def can_sample(state: AtariState, min_size: int) -> Array:
-    """``[]`` bool: at least ``min_size`` eligible slots."""
-    return state.size >= min_size
+    """``[]`` bool: at least ``min_size`` eligible slots and a positive priority total."""
+    return (state.size >= min_size) & (sum_tree.total(state.tree) > 0)
 
 
 def make_atari_replay(
