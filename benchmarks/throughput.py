@@ -82,11 +82,15 @@ def bench_preset(preset: str, rounds: int, chunk_steps: int, **overrides) -> dic
     }
 
 
-# A widely used single-file JAX DQN measured on the 2-core reference machine, while learning:
-# CartPole (1 env) and Breakout (1 env, one gradient step of batch 32 per 4 env steps).
-SINGLE_FILE_JAX_DQN_SPS = {"CartPole-v1": 4_500, "Breakout-v5": 100}
-# "Equal gradient work": one gradient step of batch 32 per 4 env steps = 8 samples / env step.
-EQUAL_WORK_SAMPLES_PER_ENV_STEP = 8.0
+# A widely used single-file JAX DQN measured on the 2-core reference machine, while learning,
+# with its defaults: 1 env; CartPole: one gradient step of batch 128 per 10 env steps on a
+# 4-120-84-2 MLP; Breakout: one gradient step of batch 32 per 4 env steps on the Nature CNN.
+# Both are plain DQN with uniform replay and one-step targets (less work per gradient step
+# than rljax's double-Q, prioritized, n-step learner).
+SINGLE_FILE_JAX_DQN = {
+    "CartPole-v1": dict(sps=4_500, grad_steps_per_env_step=0.1, batch_size=128),
+    "Breakout-v5": dict(sps=100, grad_steps_per_env_step=0.25, batch_size=32),
+}
 
 
 def bench_dqn(preset: str, rounds: int, chunk_steps: int, **overrides) -> dict:
@@ -112,8 +116,14 @@ def bench_dqn(preset: str, rounds: int, chunk_steps: int, **overrides) -> dict:
     samples = _rounds(run, trainer, chunk, state, rounds)
     env_m, train_m = median(samples["env_only"]), median(samples["train"])
     per_step = cfg.grad_steps * cfg.batch_size / cfg.steps_per_update
-    equal_work = train_m * per_step / EQUAL_WORK_SAMPLES_PER_ENV_STEP
-    reference = SINGLE_FILE_JAX_DQN_SPS.get(run.env_id)
+    ref = SINGLE_FILE_JAX_DQN.get(run.env_id)
+    reference = ref["sps"] if ref else None
+    # Exact when this configuration does the reference's gradient work (same gradient steps
+    # per env step, same batch); otherwise train_sps scaled linearly in samples per env step.
+    exact = bool(ref) and (cfg.grad_steps / cfg.steps_per_update == ref["grad_steps_per_env_step"]
+                           and cfg.batch_size == ref["batch_size"])
+    ref_samples = ref["grad_steps_per_env_step"] * ref["batch_size"] if ref else per_step
+    equal_work = train_m * per_step / ref_samples
     return {
         "preset": preset,
         "overrides": {k: str(v) for k, v in overrides.items()},
@@ -127,8 +137,11 @@ def bench_dqn(preset: str, rounds: int, chunk_steps: int, **overrides) -> dict:
         "env_only_sps": env_m,
         "train_sps": train_m,
         "ratio": train_m / env_m,
-        # train_sps scaled to one gradient step of batch 32 per 4 env steps (exact when the
-        # configuration does that work; else linear in gradient work, which dominates).
+        "network": {"hidden_sizes": list(cfg.hidden_sizes), "dueling": cfg.dueling,
+                    "double_q": cfg.double_q, "prioritized": cfg.prioritized,
+                    "n_step": cfg.n_step},
+        "reference_gradient_work": ref,
+        "equal_work_exact": exact,
         "train_sps_at_equal_gradient_work": equal_work,
         "single_file_jax_dqn_sps": reference,
         "vs_single_file_jax_dqn_at_equal_work": equal_work / reference if reference else None,
@@ -169,10 +182,13 @@ BENCHES = {
                                                       "actor_hidden": (256, 256),
                                                       "critic_hidden": (256, 256)}),
     # DQN, timed with learning active. The Breakout preset already does 8 gradient steps of
-    # 32 per 32 env steps (equal work); CartPole is timed as preset and at equal work.
+    # 32 per 32 env steps (the reference's work); CartPole is timed as preset and at the
+    # reference's gradient work and network size (16 steps of 128 per 32 envs x 5 steps,
+    # hidden 120-84, no dueling head; double Q, prioritized replay and 3-step targets kept).
     "dqn-cartpole": lambda rounds: bench_dqn("cartpole-dqn", rounds, chunk_steps=40_000),
     "dqn-cartpole-equal-work": lambda rounds: bench_dqn(
-        "cartpole-dqn", rounds, chunk_steps=20_000, grad_steps=8, batch_size=32),
+        "cartpole-dqn", rounds, chunk_steps=32_000, num_envs=32, env_steps_per_update=5,
+        grad_steps=16, batch_size=128, hidden_sizes=(120, 84), dueling=False),
     "dqn-breakout": lambda rounds: bench_dqn("breakout-dqn", rounds, chunk_steps=1_024),
 }
 
@@ -191,8 +207,11 @@ def main(argv=None) -> dict:
               f"ratio {r['ratio']:.2f}")
         if name.startswith("dqn"):
             ref = r["vs_single_file_jax_dqn_at_equal_work"]
+            work = r["reference_gradient_work"] or {}
             print(f"{'':<14} {r['grad_steps_per_env_step']:.3g} grad steps of "
-                  f"{r['batch_size']} per env step; at equal gradient work (1 of 32 per 4) "
+                  f"{r['batch_size']} per env step; at the reference's gradient work "
+                  f"({work.get('grad_steps_per_env_step')} of {work.get('batch_size')} per env "
+                  f"step{'' if r['equal_work_exact'] else ', scaled'}) "
                   f"{r['train_sps_at_equal_gradient_work']:,.0f} steps/s"
                   + (f" = {ref:.2f}x a single-file JAX DQN" if ref else ""))
         if name.startswith("ddpg-equal-work"):

@@ -284,8 +284,8 @@ def update_priorities(
 
 
 def can_sample(state: AtariState, min_size: int) -> Array:
-    """``[]`` bool: at least ``min_size`` eligible slots and a positive priority total."""
-    return (state.size >= min_size) & (sum_tree.total(state.tree) > 0)
+    """``[]`` bool: at least ``min_size`` eligible slots."""
+    return state.size >= min_size
 
 
 def make_atari_replay(

@@ -190,6 +190,25 @@ def test_update_priorities_skips_ineligible_slots_and_duplicates_last_win():
     assert after[eligible[0]] == 3.0 and after[eligible[1]] == 2.0 and after[ineligible[0]] == 0
 
 
+def test_size_counts_positive_leaves_as_the_ring_wraps_and_nan_keeps_priorities():
+    """``size`` (kept from the flags) equals the number of positive leaves after every add,
+    through three wraps of the ring with resets, life losses and truncations; a NaN TD error
+    leaves a slot's priority as it was, so the two never part."""
+    b, rows = 2, 10
+    buf = make_atari_replay(rows * b, b, batch_size=2, n=2, alpha=0.6, min_size=2)
+    state, add = buf.init(example((4, 2, 2))), jax.jit(buf.add)
+    rng = np.random.default_rng(5)
+    for obs, term, trunc, nxt, valid in synthetic_stream(37, b, rng):
+        step = Transition(obs, np.zeros(b, np.int32), np.zeros(b, np.float32), term, trunc, nxt)
+        state = add(state, step, valid)
+        assert int(state.size) == int((np.asarray(state.tree.leaves) > 0).sum())
+    before = np.asarray(state.tree.leaves)
+    eligible = jnp.asarray(np.nonzero(before > 0)[0])
+    state = buf.update_priorities(state, eligible, jnp.full(eligible.shape, jnp.nan))
+    np.testing.assert_array_equal(np.asarray(state.tree.leaves), before)
+    assert int(state.size) == len(eligible) and bool(buf.can_sample(state))
+
+
 def test_vmap_over_seeds():
     b, rows, seeds = 2, 8, 2
     buf = make_atari_replay(rows * b, b, batch_size=8, n=2, alpha=0.6)
