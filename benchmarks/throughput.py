@@ -33,9 +33,10 @@ from rljax.config import from_preset
 from rljax.training.driver import build
 
 
-def _rounds(run, trainer, chunk, state, rounds: int) -> dict:
+def _rounds(run, trainer, chunk, state, rounds: int, extra: dict | None = None) -> dict:
     """Interleaved rounds of the compiled training chunk and of the env-only ceiling
-    (random actions in a jitted scan, same task and num_envs), in env steps/s."""
+    (random actions in a jitted scan, same task and num_envs), in env steps/s; ``extra``
+    adds more measurements (name -> steps/s callable) to the same rounds."""
     box = {"train": state}
 
     def train_sps():
@@ -56,7 +57,7 @@ def _rounds(run, trainer, chunk, state, rounds: int) -> dict:
             return ebox["state"]
         return steps * num_envs / timed(go)
 
-    return interleaved({"env_only": env_sps, "train": train_sps}, rounds)
+    return interleaved({"env_only": env_sps, "train": train_sps, **(extra or {})}, rounds)
 
 
 def bench_preset(preset: str, rounds: int, chunk_steps: int, **overrides) -> dict:
@@ -93,9 +94,13 @@ SINGLE_FILE_JAX_DQN = {
 }
 
 
-def bench_dqn(preset: str, rounds: int, chunk_steps: int, **overrides) -> dict:
+def bench_dqn(preset: str, rounds: int, chunk_steps: int, reference: bool = False,
+              **overrides) -> dict:
     """Like :func:`bench_preset`, timed only once learning is active (replay filled to
-    ``learning_starts``), with the gradient work per env step stated."""
+    ``learning_starts``), with the gradient work per env step stated.
+
+    ``reference``: also time :mod:`benchmarks.reference_dqn` (a single-file-style JAX DQN,
+    CartPole only) in the same rounds, learning, with epsilon at its final 0.05."""
 
     import numpy as np
 
@@ -112,8 +117,16 @@ def bench_dqn(preset: str, rounds: int, chunk_steps: int, **overrides) -> dict:
         state, metrics = chunk(state)
         learning = bool(np.all(np.isfinite(np.asarray(metrics["loss"]))))
     warm_up_time = time.perf_counter() - warm_start
+    extra = {}
+    if reference:
+        from benchmarks.reference_dqn import LEARNING_STARTS, ReferenceDQN
+
+        warm = LEARNING_STARTS + 1_000
+        ref_loop = ReferenceDQN(total_steps=2 * warm)  # epsilon reaches 0.05 at `warm`
+        ref_loop.run(warm)
+        extra["reference"] = lambda: ref_loop.steps_per_second(5_000)
     load_before = os.getloadavg()[0]
-    samples = _rounds(run, trainer, chunk, state, rounds)
+    samples = _rounds(run, trainer, chunk, state, rounds, extra)
     env_m, train_m = median(samples["env_only"]), median(samples["train"])
     per_step = cfg.grad_steps * cfg.batch_size / cfg.steps_per_update
     ref = SINGLE_FILE_JAX_DQN.get(run.env_id)
@@ -145,6 +158,13 @@ def bench_dqn(preset: str, rounds: int, chunk_steps: int, **overrides) -> dict:
         "train_sps_at_equal_gradient_work": equal_work,
         "single_file_jax_dqn_sps": reference,
         "vs_single_file_jax_dqn_at_equal_work": equal_work / reference if reference else None,
+        # The same-process reference loop (benchmarks/reference_dqn.py), if timed.
+        "reference_loop_sps": median(samples["reference"]) if "reference" in samples else None,
+        # Per-round ratios: both loops ran back to back in each round, so load from other
+        # processes on the machine largely cancels; their median is the figure to quote.
+        "vs_reference_loop": (median([t / r for t, r in zip(samples["train"],
+                                                           samples["reference"], strict=True)])
+                              if "reference" in samples else None),
         "compile_time_s": compile_time,
         "warm_up_s": warm_up_time,
         "updates_per_chunk": trainer.updates_per_chunk,
@@ -187,8 +207,9 @@ BENCHES = {
     # hidden 120-84, no dueling head; double Q, prioritized replay and 3-step targets kept).
     "dqn-cartpole": lambda rounds: bench_dqn("cartpole-dqn", rounds, chunk_steps=40_000),
     "dqn-cartpole-equal-work": lambda rounds: bench_dqn(
-        "cartpole-dqn", rounds, chunk_steps=32_000, num_envs=32, env_steps_per_update=5,
-        grad_steps=16, batch_size=128, hidden_sizes=(120, 84), dueling=False),
+        "cartpole-dqn", rounds, chunk_steps=32_000, reference=True, num_envs=32,
+        env_steps_per_update=5, grad_steps=16, batch_size=128, hidden_sizes=(120, 84),
+        dueling=False),
     "dqn-breakout": lambda rounds: bench_dqn("breakout-dqn", rounds, chunk_steps=1_024),
 }
 
@@ -214,6 +235,10 @@ def main(argv=None) -> dict:
                   f"step{'' if r['equal_work_exact'] else ', scaled'}) "
                   f"{r['train_sps_at_equal_gradient_work']:,.0f} steps/s"
                   + (f" = {ref:.2f}x a single-file JAX DQN" if ref else ""))
+            if r.get("reference_loop_sps"):
+                print(f"{'':<14} same-process single-file-style JAX DQN (benchmarks/"
+                      f"reference_dqn.py, epsilon 0.05): {r['reference_loop_sps']:,.0f} "
+                      f"steps/s; rljax {r['vs_reference_loop']:.2f}x (median of per-round ratios)")
         if name.startswith("ddpg-equal-work"):
             r["vs_single_file_jax_ddpg"] = r["train_sps"] / SINGLE_FILE_JAX_DDPG_SPS
             print(f"{'':<14} 1 critic step of batch 256 per env step: "
