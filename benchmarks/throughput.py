@@ -60,17 +60,49 @@ def _rounds(run, trainer, chunk, state, rounds: int, extra: dict | None = None) 
     return interleaved({"env_only": env_sps, "train": train_sps, **(extra or {})}, rounds)
 
 
-def bench_preset(preset: str, rounds: int, chunk_steps: int, **overrides) -> dict:
-    """Ceiling and training steps/s for a preset at its num_envs."""
+def _reference_loop(env_id: str) -> dict:
+    """The same-process single-file-style reference for ``env_id``, warmed up to its steady
+    state, as an extra measurement for :func:`_rounds` (``{}`` if there is none)."""
+    if env_id == "CartPole-v1":
+        from benchmarks.reference_dqn import LEARNING_STARTS, ReferenceDQN
+
+        warm = LEARNING_STARTS + 1_000
+        loop, steps = ReferenceDQN(total_steps=2 * warm), 5_000  # epsilon 0.05 from `warm`
+    elif env_id == "Reacher-v5":
+        from benchmarks.reference_ddpg import LEARNING_STARTS, ReferenceDDPG
+
+        warm, loop, steps = LEARNING_STARTS + 200, ReferenceDDPG(), 600
+    else:
+        return {}
+    loop.run(warm)
+    return {"reference": lambda: loop.steps_per_second(steps)}
+
+
+def _reference_figures(samples: dict) -> dict:
+    """The reference loop's median steps/s and rljax's median per-round ratio to it: both
+    ran back to back in each round, so load from other processes largely cancels."""
+    if "reference" not in samples:
+        return {"reference_loop_sps": None, "vs_reference_loop": None}
+    ratios = [t / r for t, r in zip(samples["train"], samples["reference"], strict=True)]
+    return {"reference_loop_sps": median(samples["reference"]),
+            "vs_reference_loop": median(ratios)}
+
+
+def bench_preset(preset: str, rounds: int, chunk_steps: int, reference: bool = False,
+                 **overrides) -> dict:
+    """Ceiling and training steps/s for a preset at its num_envs; ``reference``: also time
+    the same-process single-file-style loop for its env (:func:`_reference_loop`)."""
     run = from_preset(preset, **overrides)
     run = dataclasses.replace(run, chunk_steps=chunk_steps, total_steps=chunk_steps * 1000)
     env, _, trainer, _ = build(run)
     state = trainer.init(jax.random.key(0))
     chunk = trainer.chunk.lower(state).compile()
     state, _ = chunk(state)  # warm up (learning may start later in off-policy loops)
-    samples = _rounds(run, trainer, chunk, state, rounds)
+    extra = _reference_loop(run.env_id) if reference else {}
+    samples = _rounds(run, trainer, chunk, state, rounds, extra)
     env_m, train_m = median(samples["env_only"]), median(samples["train"])
     return {
+        **_reference_figures(samples),
         "preset": preset,
         "overrides": {k: str(v) for k, v in overrides.items()},
         "env_id": run.env_id,
@@ -117,14 +149,7 @@ def bench_dqn(preset: str, rounds: int, chunk_steps: int, reference: bool = Fals
         state, metrics = chunk(state)
         learning = bool(np.all(np.isfinite(np.asarray(metrics["loss"]))))
     warm_up_time = time.perf_counter() - warm_start
-    extra = {}
-    if reference:
-        from benchmarks.reference_dqn import LEARNING_STARTS, ReferenceDQN
-
-        warm = LEARNING_STARTS + 1_000
-        ref_loop = ReferenceDQN(total_steps=2 * warm)  # epsilon reaches 0.05 at `warm`
-        ref_loop.run(warm)
-        extra["reference"] = lambda: ref_loop.steps_per_second(5_000)
+    extra = _reference_loop(run.env_id) if reference else {}
     load_before = os.getloadavg()[0]
     samples = _rounds(run, trainer, chunk, state, rounds, extra)
     env_m, train_m = median(samples["env_only"]), median(samples["train"])
@@ -158,13 +183,7 @@ def bench_dqn(preset: str, rounds: int, chunk_steps: int, reference: bool = Fals
         "train_sps_at_equal_gradient_work": equal_work,
         "single_file_jax_dqn_sps": reference,
         "vs_single_file_jax_dqn_at_equal_work": equal_work / reference if reference else None,
-        # The same-process reference loop (benchmarks/reference_dqn.py), if timed.
-        "reference_loop_sps": median(samples["reference"]) if "reference" in samples else None,
-        # Per-round ratios: both loops ran back to back in each round, so load from other
-        # processes on the machine largely cancels; their median is the figure to quote.
-        "vs_reference_loop": (median([t / r for t, r in zip(samples["train"],
-                                                           samples["reference"], strict=True)])
-                              if "reference" in samples else None),
+        **_reference_figures(samples),
         "compile_time_s": compile_time,
         "warm_up_s": warm_up_time,
         "updates_per_chunk": trainer.updates_per_chunk,
@@ -198,7 +217,7 @@ BENCHES = {
     "ddpg-equal-work-delay1": lambda rounds: bench_preset(
         "reacher-ddpg", rounds, chunk_steps=8_000, **{**_DDPG_EQUAL_WORK, "policy_delay": 1}),
     "ddpg-equal-work-256": lambda rounds: bench_preset(
-        "reacher-ddpg", rounds, chunk_steps=8_000, **{**_DDPG_EQUAL_WORK,
+        "reacher-ddpg", rounds, chunk_steps=8_000, reference=True, **{**_DDPG_EQUAL_WORK,
                                                       "actor_hidden": (256, 256),
                                                       "critic_hidden": (256, 256)}),
     # DQN, timed with learning active. The Breakout preset already does 8 gradient steps of
@@ -235,15 +254,16 @@ def main(argv=None) -> dict:
                   f"step{'' if r['equal_work_exact'] else ', scaled'}) "
                   f"{r['train_sps_at_equal_gradient_work']:,.0f} steps/s"
                   + (f" = {ref:.2f}x a single-file JAX DQN" if ref else ""))
-            if r.get("reference_loop_sps"):
-                print(f"{'':<14} same-process single-file-style JAX DQN (benchmarks/"
-                      f"reference_dqn.py, epsilon 0.05): {r['reference_loop_sps']:,.0f} "
-                      f"steps/s; rljax {r['vs_reference_loop']:.2f}x (median of per-round ratios)")
         if name.startswith("ddpg-equal-work"):
             r["vs_single_file_jax_ddpg"] = r["train_sps"] / SINGLE_FILE_JAX_DDPG_SPS
             print(f"{'':<14} 1 critic step of batch 256 per env step: "
                   f"{r['vs_single_file_jax_ddpg']:.1f}x the ~{SINGLE_FILE_JAX_DDPG_SPS} steps/s "
                   "of a single-file JAX DDPG (1 env, its gradient work) on this machine")
+        if r.get("reference_loop_sps"):
+            algo = "dqn" if name.startswith("dqn") else "ddpg"
+            print(f"{'':<14} same-process single-file-style loop (benchmarks/reference_{algo}"
+                  f".py): {r['reference_loop_sps']:,.0f} steps/s; rljax "
+                  f"{r['vs_reference_loop']:.2f}x (median of per-round ratios)")
     if args.only:  # keep the other benchmarks' last figures
         previous = os.path.join(RESULTS_DIR, "throughput.json")
         if os.path.isfile(previous):
