@@ -63,18 +63,17 @@ def _rounds(run, trainer, chunk, state, rounds: int, extra: dict | None = None) 
 def _reference_loop(env_id: str) -> dict:
     """The same-process single-file-style reference for ``env_id``, warmed up to its steady
     state, as an extra measurement for :func:`_rounds` (``{}`` if there is none)."""
-    if env_id == "CartPole-v1":
-        from benchmarks.reference_dqn import LEARNING_STARTS, ReferenceDQN
+    if env_id in ("CartPole-v1", "Breakout-v5"):
+        from benchmarks.reference_dqn import steady_state
 
-        warm = LEARNING_STARTS + 1_000
-        loop, steps = ReferenceDQN(total_steps=2 * warm), 5_000  # epsilon 0.05 from `warm`
+        loop, steps = steady_state(env_id), 5_000 if env_id == "CartPole-v1" else 300
     elif env_id == "Reacher-v5":
         from benchmarks.reference_ddpg import LEARNING_STARTS, ReferenceDDPG
 
-        warm, loop, steps = LEARNING_STARTS + 200, ReferenceDDPG(), 600
+        loop, steps = ReferenceDDPG(), 600
+        loop.run(LEARNING_STARTS + 200)
     else:
         return {}
-    loop.run(warm)
     return {"reference": lambda: loop.steps_per_second(steps)}
 
 
@@ -131,8 +130,8 @@ def bench_dqn(preset: str, rounds: int, chunk_steps: int, reference: bool = Fals
     """Like :func:`bench_preset`, timed only once learning is active (replay filled to
     ``learning_starts``), with the gradient work per env step stated.
 
-    ``reference``: also time :mod:`benchmarks.reference_dqn` (a single-file-style JAX DQN,
-    CartPole only) in the same rounds, learning, with epsilon at its final 0.05."""
+    ``reference``: also time :mod:`benchmarks.reference_dqn` (a single-file-style JAX DQN)
+    in the same rounds, learning, with epsilon at its final value."""
 
     import numpy as np
 
@@ -229,7 +228,12 @@ BENCHES = {
         "cartpole-dqn", rounds, chunk_steps=32_000, reference=True, num_envs=32,
         env_steps_per_update=5, grad_steps=16, batch_size=128, hidden_sizes=(120, 84),
         dueling=False),
-    "dqn-breakout": lambda rounds: bench_dqn("breakout-dqn", rounds, chunk_steps=1_024),
+    "dqn-breakout": lambda rounds: bench_dqn("breakout-dqn", rounds, chunk_steps=1_024,
+                                             reference=True),
+    # The reference's algorithm too: plain one-step DQN, uniform replay, no dueling head.
+    "dqn-breakout-plain": lambda rounds: bench_dqn(
+        "breakout-dqn", rounds, chunk_steps=1_024, reference=True, double_q=False,
+        dueling=False, prioritized=False, loss="l2"),
 }
 
 
