@@ -52,7 +52,6 @@ SETUPS = {
     "Breakout-v5": Setup(buffer=20_000, batch=32, train_every=4, learning_starts=2_000,
                          target_every=1_000, lr=1e-4, end_epsilon=0.01, anneal_fraction=0.1),
 }
-LEARNING_STARTS = SETUPS["CartPole-v1"].learning_starts
 
 
 class _MLP(nn.Module):
