@@ -6,7 +6,8 @@ interleaved rounds; the figure of merit is the ratio of their medians.
 
     python -m benchmarks.throughput [--only a2c] [--rounds 5]
 
-Writes benchmarks/results/throughput.json.
+Writes benchmarks/results/throughput.json (throughput_gpu.json, ... on an accelerator, so
+figures from different machines never overwrite each other).
 """
 
 from __future__ import annotations
@@ -154,7 +155,9 @@ def bench_dqn(preset: str, rounds: int, chunk_steps: int, reference: bool = Fals
     env_m, train_m = median(samples["env_only"]), median(samples["train"])
     per_step = cfg.grad_steps * cfg.batch_size / cfg.steps_per_update
     ref = SINGLE_FILE_JAX_DQN.get(run.env_id)
-    reference = ref["sps"] if ref else None
+    # The fixed single-file figures were measured on the 2-core CPU machine: compare with them
+    # on a CPU only (the same-process reference loop serves every backend).
+    reference = ref["sps"] if ref and jax.default_backend() == "cpu" else None
     # Exact when this configuration does the reference's gradient work (same gradient steps
     # per env step, same batch); otherwise train_sps scaled linearly in samples per env step.
     exact = bool(ref) and (cfg.grad_steps / cfg.steps_per_update == ref["grad_steps_per_env_step"]
@@ -258,7 +261,7 @@ def main(argv=None) -> dict:
                   f"step{'' if r['equal_work_exact'] else ', scaled'}) "
                   f"{r['train_sps_at_equal_gradient_work']:,.0f} steps/s"
                   + (f" = {ref:.2f}x a single-file JAX DQN" if ref else ""))
-        if name.startswith("ddpg-equal-work"):
+        if name.startswith("ddpg-equal-work") and jax.default_backend() == "cpu":
             r["vs_single_file_jax_ddpg"] = r["train_sps"] / SINGLE_FILE_JAX_DDPG_SPS
             print(f"{'':<14} 1 critic step of batch 256 per env step: "
                   f"{r['vs_single_file_jax_ddpg']:.1f}x the ~{SINGLE_FILE_JAX_DDPG_SPS} steps/s "
@@ -268,13 +271,15 @@ def main(argv=None) -> dict:
             print(f"{'':<14} same-process single-file-style loop (benchmarks/reference_{algo}"
                   f".py): {r['reference_loop_sps']:,.0f} steps/s; rljax "
                   f"{r['vs_reference_loop']:.2f}x (median of per-round ratios)")
+    backend = jax.default_backend()
+    results_name = "throughput" if backend == "cpu" else f"throughput_{backend}"
     if args.only:  # keep the other benchmarks' last figures
-        previous = os.path.join(RESULTS_DIR, "throughput.json")
+        previous = os.path.join(RESULTS_DIR, f"{results_name}.json")
         if os.path.isfile(previous):
             with open(previous) as f:
                 kept = json.load(f).get("results", {})
             results["results"] = {**kept, **results["results"]}
-    path = write_results("throughput", results)
+    path = write_results(results_name, results)
     print(f"wrote {path}")
     return results
 

@@ -8,6 +8,7 @@ import os
 import jax
 import numpy as np
 import pytest
+from _backend import MEMBER_ATOL, ON_CPU
 
 from rljax.config import RunConfig, from_preset, parse_sweep
 from rljax.training.driver import build, train_run
@@ -41,13 +42,15 @@ def test_sweep_member_equals_single_run_with_that_value(field, values):
             config=dataclasses.replace(run.config, **{field: value}))
         one, one_metrics = _run(single)
         for a, b in zip(jax.tree.leaves(many.agent), jax.tree.leaves(one.agent), strict=True):
-            np.testing.assert_allclose(a[k], b, rtol=2e-5, atol=1e-6)
+            np.testing.assert_allclose(a[k], b, rtol=2e-5, atol=MEMBER_ATOL)
         np.testing.assert_allclose(many_metrics["loss"][k], one_metrics["loss"], rtol=2e-5,
                                    atol=1e-6)
     # Members with the same seed and different values share init and envs but not learning.
     assert any(not np.allclose(leaf[0], leaf[2]) for leaf in jax.tree.leaves(many.agent.params))
 
 
+@pytest.mark.skipif(not ON_CPU, reason="on GPUs the rounding of vmapped TD errors moves a "
+                    "prioritized draw within a few updates, and the runs part ways")
 def test_dqn_learning_rate_sweep_matches_single_run():
     base = from_preset("cartpole-dqn", num_envs=4, total_steps=4_000, tensorboard=False,
                        learning_starts=256, batch_size=32)
