@@ -11,6 +11,9 @@ A checkpoint is two files in ``RUN_DIR/checkpoint/``:
 Environments are not part of a checkpoint: a resumed run restarts its envs from
 ``reset()`` (the episodes in progress at save time are dropped from the
 statistics), and everything else continues where it stopped.
+
+A sum tree saved with another layout (the default fanout was 16 before it became 8) is
+rebuilt from its leaves, which every layout stores first, so such runs still resume.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from rljax.buffers import sum_tree
 from rljax.logging import write_json
 from rljax.training import multihost
 
@@ -114,6 +118,26 @@ def check_compatible(manifest: dict, run_config: dict) -> None:
         raise CheckpointError("checkpoint was made for another run: " + "; ".join(problems))
 
 
+def _relayout_sum_trees(target: Any, loaded: Any) -> Any:
+    """Rebuilds, in ``target``'s layout, every sum tree of ``loaded`` saved with another
+    fanout: the leaves are the first ``capacity`` nodes of any layout, so only the inner
+    sums are recomputed (a tree of another capacity is left to the shape check)."""
+    is_tree = lambda x: isinstance(x, sum_tree.SumTreeState)
+
+    def relayout(t, x):
+        if not is_tree(t) or np.shape(x.nodes) == np.shape(t.nodes):
+            return x
+        saved_size = np.shape(x.nodes)[0]
+        if not any(sum_tree.level_offsets(t.capacity, f)[-1] == saved_size
+                   for f in range(2, 257)):
+            return x
+        leaves = np.asarray(x.nodes)[: t.capacity]
+        return jax.device_get(sum_tree.from_values(leaves, t.capacity, t.nodes.dtype,
+                                                   t.fanout))
+
+    return jax.tree.map(relayout, target, loaded, is_leaf=is_tree)
+
+
 def restore(run_dir: str, template):
     """Loads the checkpoint into the structure of ``template`` (a fresh LoopState whose
     envs were just reset) and returns the restored LoopState."""
@@ -134,6 +158,7 @@ def restore(run_dir: str, template):
     except Exception as e:  # noqa: BLE001 - msgpack/flax raise many kinds
         raise CheckpointError(f"checkpoint {path} does not fit this run's train state: "
                               f"{str(e).splitlines()[0][:300]}") from None
+    loaded["memory"] = _relayout_sum_trees(target["memory"], loaded["memory"])
     for (p, a), b in zip(jax.tree_util.tree_leaves_with_path(target),
                          jax.tree.leaves(loaded), strict=True):
         if getattr(a, "shape", None) != getattr(b, "shape", None):

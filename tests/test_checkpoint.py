@@ -149,3 +149,28 @@ def test_manifest_from_json_matches_its_run():
     saved["config"]["lr"] = 1.0
     with pytest.raises(CheckpointError, match=r"config.lr: checkpoint has 1.0"):
         check_compatible({"run": saved}, run)
+
+
+def test_sum_tree_saved_in_another_layout_is_rebuilt(tmp_path):
+    """A prioritized replay saved with the former 16-way sum tree restores into today's
+    layout with the same leaves and consistent sums."""
+    from rljax.buffers import sum_tree
+
+    run = from_preset("cartpole-dqn", total_steps=10_000, logdir=str(tmp_path),
+                      tensorboard=False, buffer_size=1_000)
+    _, _, trainer, _ = build(run)
+    state = trainer.init(jax.random.key(0))
+    is_tree = lambda x: isinstance(x, sum_tree.SumTreeState)
+    trees = [x for x in jax.tree.leaves(state.memory, is_leaf=is_tree) if is_tree(x)]
+    assert len(trees) == 1 and trees[0].fanout == sum_tree.DEFAULT_FANOUT != 16
+    leaves = np.random.default_rng(0).lognormal(0, 2, trees[0].capacity).astype(np.float32)
+    old = sum_tree.from_values(leaves, trees[0].capacity, fanout=16)
+    saved = state.replace(memory=jax.tree.map(lambda x: old if is_tree(x) else x,
+                                              state.memory, is_leaf=is_tree))
+    checkpoint.save(str(tmp_path), saved, {"run": run.to_dict()})
+    restored = checkpoint.restore(str(tmp_path), trainer.init(jax.random.key(1)))
+    tree = [x for x in jax.tree.leaves(restored.memory, is_leaf=is_tree) if is_tree(x)][0]
+    assert tree.fanout == sum_tree.DEFAULT_FANOUT
+    np.testing.assert_array_equal(np.asarray(tree.leaves), leaves)
+    np.testing.assert_allclose(float(sum_tree.total(tree)), leaves.astype(np.float64).sum(),
+                               rtol=1e-5)

@@ -42,8 +42,11 @@ def assert_consistent(state: sum_tree.SumTreeState) -> None:
 
 
 def test_init_layout_and_bad_arguments():
-    assert [x.shape[0] for x in sum_tree.init(5).levels] == [16]
-    assert [x.shape[0] for x in sum_tree.init(100_000).levels] == [100_000, 6256, 400, 32, 16]
+    assert [x.shape[0] for x in sum_tree.init(5).levels] == [8]
+    assert [x.shape[0] for x in sum_tree.init(100_000).levels] == [
+        100_000, 12_504, 1_568, 200, 32, 8]
+    assert [x.shape[0] for x in sum_tree.init(100_000, fanout=16).levels] == [
+        100_000, 6256, 400, 32, 16]
     assert [x.shape[0] for x in sum_tree.init(5, fanout=2).levels] == [6, 4, 2]
     assert float(sum_tree.total(sum_tree.init(7))) == 0
     for bad in (0, -3, 2.5, True):
@@ -107,6 +110,38 @@ def test_duplicates_last_write_wins_both_dedup_paths():
         last = [vals[np.nonzero(idx == i)[0][-1]] for i in range(3)]
         np.testing.assert_array_equal(leaves(state), [*last, 0.0])
         assert_consistent(state)
+
+
+@pytest.mark.parametrize("k", [5, 48, 49, 128, 333])
+def test_keep_last_matches_python_loop(k):
+    """Every de-duplication path (quadratic, packed-key sort, and the argsort used when
+    ``capacity * K`` would overflow int32) marks exactly the last write of each in-range
+    index, on random batches with many duplicates and some out-of-range indices (which
+    ``set`` drops whatever their mark)."""
+    rng = np.random.default_rng(k)
+    keep_last = jax.jit(sum_tree._keep_last, static_argnums=1)
+    for capacity in (50, 30_000_000):
+        idx = rng.integers(-3, 60, k)
+        idx[rng.random(k) < 0.1] = capacity + 5
+        expected = np.array([i == max(j for j in range(k) if idx[j] == idx[i])
+                             for i in range(k)])
+        kept = np.asarray(keep_last(jnp.array(idx, jnp.int32), capacity))
+        in_range = (idx >= 0) & (idx < capacity)
+        np.testing.assert_array_equal(kept[in_range], expected[in_range])
+
+
+def test_set_with_128_duplicated_indices_matches_reference():
+    rng = np.random.default_rng(1)
+    state, ref = sum_tree.init(300), np.zeros(300, np.float32)
+    for _ in range(5):
+        idx = rng.integers(-5, 320, 128)
+        val = rng.lognormal(0, 2, 128).astype(np.float32)
+        state = jit_set(state, jnp.array(idx), jnp.array(val))
+        for i, v in zip(idx, val, strict=True):
+            if 0 <= i < 300:
+                ref[i] = v
+    np.testing.assert_array_equal(leaves(state), ref)
+    assert_consistent(state)
 
 
 def test_sanitizes_negative_nan_and_subnormal_values():
