@@ -12,5 +12,5 @@ if _HERE not in sys.path:
 
 # The tests compare against float64 NumPy references. On GPUs, float32 matmuls and
 # convolutions default to TF32 inputs (about 1e-3 relative error), so ask for full float32
-# there; on XLA:CPU this is already the default and changes nothing.
+# there (XLA:CPU computes float32 dots in full precision either way).
 jax.config.update("jax_default_matmul_precision", "highest")

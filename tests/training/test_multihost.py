@@ -46,8 +46,11 @@ SCRIPT = textwrap.dedent("""
     print("OK", pid)
 """)
 
+# Short runs: over longer ones a rounding-level difference between the sharded and the
+# one-device program eventually flips a sampled action and the runs part ways (the seeds run
+# did at 4,000 env steps on a 2-core AMD EPYC with jax 0.10.2).
 RUNS = [
-    ("seeds", dict(preset="cartpole-a2c", num_envs=4, num_seeds=4, total_steps=4_000), 400),
+    ("seeds", dict(preset="cartpole-a2c", num_envs=4, num_seeds=4, total_steps=2_000), 400),
     ("dqn", dict(preset="cartpole-dqn", total_steps=2_048), 1_024),
 ]
 
@@ -86,7 +89,8 @@ def test_two_processes_match_one(tmp_path):
         leaves = jax.tree.leaves(jax.device_get(one.state.agent))
         assert len(saved.files) == len(leaves)
         for i, leaf in enumerate(leaves):
-            np.testing.assert_allclose(saved[str(i)], np.asarray(leaf), rtol=1e-4, atol=1e-5)
+            np.testing.assert_allclose(saved[str(i)], np.asarray(leaf), rtol=1e-4, atol=1e-5,
+                                       err_msg=f"{name} leaf {i}")
         summary = json.loads((tmp_path / f"{name}.json").read_text())
         assert summary["env_steps"] == one.summary["env_steps"]
         assert summary["episodes"] == one.summary["episodes"] > 0

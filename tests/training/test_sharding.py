@@ -62,12 +62,14 @@ SCRIPT = textwrap.dedent("""
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     # One A2C agent learning data-parallel: 16 envs split 4 per device, gradients summed
     # over devices; it computes what the one-device run computes.
-    single = dataclasses.replace(from_preset("cartpole-a2c", total_steps=24_000,
-                                             tensorboard=False), chunk_steps=8_000)
-    dp, m4, _ = run_chunks(dataclasses.replace(single, devices=4), 3)
+    # (Over longer runs a rounding-level difference between the programs eventually flips
+    # a sampled action and the runs part ways: measured here after ~10k env steps.)
+    single = dataclasses.replace(from_preset("cartpole-a2c", total_steps=8_000,
+                                             tensorboard=False), chunk_steps=4_000)
+    dp, m4, _ = run_chunks(dataclasses.replace(single, devices=4), 2)
     assert dp.env.obs.sharding.spec == jax.sharding.PartitionSpec("data")
     assert len(jax.tree.leaves(dp.agent)[0].sharding.device_set) == 4
-    one, m1, _ = run_chunks(single, 3)
+    one, m1, _ = run_chunks(single, 2)
     for a, b in zip(jax.tree.leaves(dp.agent), jax.tree.leaves(one.agent), strict=True):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(m4["loss"], m1["loss"], rtol=1e-4, atol=1e-5)
