@@ -237,6 +237,12 @@ BENCHES = {
     "dqn-breakout-plain": lambda rounds: bench_dqn(
         "breakout-dqn", rounds, chunk_steps=1_024, reference=True, double_q=False,
         dueling=False, prioritized=False, loss="l2"),
+    # Both with XLA's convolutions instead of the im2col matmuls (the reference uses XLA's).
+    "dqn-breakout-xla": lambda rounds: bench_dqn(
+        "breakout-dqn", rounds, chunk_steps=1_024, reference=True, conv_method="xla"),
+    "dqn-breakout-plain-xla": lambda rounds: bench_dqn(
+        "breakout-dqn", rounds, chunk_steps=1_024, reference=True, double_q=False,
+        dueling=False, prioritized=False, loss="l2", conv_method="xla"),
 }
 
 

@@ -106,11 +106,12 @@ class Torso(nn.Module):
     hidden_sizes: Sequence[int]
     image: bool
     activation: str = "relu"
+    conv_method: str = "matmul"  # the Nature CNN's convolutions (see conv.Conv)
 
     @nn.compact
     def __call__(self, x: Array) -> Array:
         if self.image:
-            return NatureCNN()(x)
+            return NatureCNN(conv_method=self.conv_method)(x)
         return MLP(self.hidden_sizes, activation=self.activation)(x.astype(jnp.float32))
 
 

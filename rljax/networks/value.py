@@ -16,6 +16,7 @@ import flax.linen as nn
 import jax.numpy as jnp
 import numpy as np
 
+from rljax.networks.conv import METHODS as CONV_METHODS
 from rljax.networks.core import Network, Torso, get_activation
 from rljax.networks.noisy import NOISE, NoisyDense
 from rljax.types import Array, PRNGKey
@@ -108,10 +109,12 @@ class QNetwork(nn.Module):
     noisy: bool = False
     sigma0: float = 0.5
     activation: str = "relu"
+    conv_method: str = "matmul"
 
     @nn.compact
     def __call__(self, obs: Array, deterministic: bool = True) -> Array:
-        h = Torso(tuple(self.hidden_sizes), self.image, self.activation, name="torso")(obs)
+        h = Torso(tuple(self.hidden_sizes), self.image, self.activation, self.conv_method,
+                  name="torso")(obs)
         return QHead(self.num_actions, tuple(self.head_hidden_sizes), self.dueling, self.noisy,
                      self.sigma0, self.activation, name="head")(h, deterministic)
 
@@ -130,7 +133,7 @@ def make_q_network(obs_shape: Sequence[int], num_actions: int,
                    hidden_sizes: Sequence[int] = (64, 64), *,
                    head_hidden_sizes: Sequence[int] = (), dueling: bool = False,
                    noisy: bool = False, sigma0: float = 0.5,
-                   activation: str = "relu") -> Network:
+                   activation: str = "relu", conv_method: str = "matmul") -> Network:
     """Q-network ``obs [..., *obs_shape] -> q [..., A]``.
 
     Args:
@@ -145,6 +148,8 @@ def make_q_network(obs_shape: Sequence[int], num_actions: int,
         noisy: the head's layers (all of them, hidden and output) are NoisyDense.
         sigma0: NoisyDense initial noise scale.
         activation: hidden activation name (see ``rljax.networks.core.ACTIVATIONS``).
+        conv_method: the Nature CNN's convolutions, ``"matmul"`` (im2col) or ``"xla"``
+            (:class:`rljax.networks.conv.Conv`); same parameters either way.
 
     Returns:
         ``Network(init, apply)`` with
@@ -171,8 +176,11 @@ def make_q_network(obs_shape: Sequence[int], num_actions: int,
     for name, flag in (("dueling", dueling), ("noisy", noisy)):
         if not isinstance(flag, bool):
             raise ValueError(f"{name} must be True or False, got {flag!r}")
+    if conv_method not in CONV_METHODS:
+        raise ValueError(f"conv_method must be one of {', '.join(CONV_METHODS)}, "
+                         f"got {conv_method!r}")
     module = QNetwork(num_actions, len(obs_shape) == 3, hidden_sizes, head_hidden_sizes,
-                      dueling, noisy, sigma0, activation)
+                      dueling, noisy, sigma0, activation, conv_method)
 
     def init(key: PRNGKey, obs: Array) -> dict:
         return module.init(key, obs, deterministic=True)

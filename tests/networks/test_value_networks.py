@@ -117,6 +117,17 @@ def test_image_observations_use_the_nature_cnn():
     assert out.shape == (2, 6)
 
 
+def test_both_conv_methods_compute_the_same_q_values_from_the_same_parameters():
+    obs = jnp.asarray(np.random.default_rng(0).integers(0, 255, (3, 4, 84, 84)), jnp.uint8)
+    nets = {m: make_q_network((4, 84, 84), 4, dueling=True, conv_method=m)
+            for m in ("matmul", "xla")}
+    variables = nets["matmul"].init(jax.random.key(0), obs)
+    assert jax.tree.structure(variables) == jax.tree.structure(
+        jax.eval_shape(nets["xla"].init, jax.random.key(0), obs))
+    np.testing.assert_allclose(nets["xla"].apply(variables, obs),
+                               nets["matmul"].apply(variables, obs), rtol=1e-4, atol=1e-5)
+
+
 @pytest.mark.parametrize("kwargs, match", [
     (dict(obs_shape=(4, 4)), "obs_shape must be 1-D"),
     (dict(num_actions=0), "num_actions must be a positive integer, got 0"),
@@ -124,6 +135,7 @@ def test_image_observations_use_the_nature_cnn():
     (dict(activation="softsign"), "unknown activation 'softsign'"),
     (dict(sigma0=-0.5), "sigma0 must be a finite number >= 0, got -0.5"),
     (dict(dueling=1), "dueling must be True or False"),
+    (dict(conv_method="fft"), "conv_method must be one of matmul, xla, got 'fft'"),
 ])
 def test_q_network_rejects_bad_arguments(kwargs, match):
     args = dict(obs_shape=(OBS_DIM,), num_actions=A) | kwargs
