@@ -121,19 +121,21 @@ def check_compatible(manifest: dict, run_config: dict) -> None:
 def _relayout_sum_trees(target: Any, loaded: Any) -> Any:
     """Rebuilds, in ``target``'s layout, every sum tree of ``loaded`` saved with another
     fanout: the leaves are the first ``capacity`` nodes of any layout, so only the inner
-    sums are recomputed (a tree of another capacity is left to the shape check)."""
+    sums are recomputed. Leading axes (one tree per seed or sweep member) are kept; a tree
+    of another capacity or member count is left to the shape check."""
     is_tree = lambda x: isinstance(x, sum_tree.SumTreeState)
 
     def relayout(t, x):
-        if not is_tree(t) or np.shape(x.nodes) == np.shape(t.nodes):
+        if not is_tree(t):
             return x
-        saved_size = np.shape(x.nodes)[0]
-        if not any(sum_tree.level_offsets(t.capacity, f)[-1] == saved_size
-                   for f in range(2, 257)):
+        saved, wanted = np.shape(x.nodes), np.shape(t.nodes)
+        if saved == wanted or saved[:-1] != wanted[:-1] or not any(
+                sum_tree.level_offsets(t.capacity, f)[-1] == saved[-1] for f in range(2, 257)):
             return x
-        leaves = np.asarray(x.nodes)[: t.capacity]
-        return jax.device_get(sum_tree.from_values(leaves, t.capacity, t.nodes.dtype,
-                                                   t.fanout))
+        leaves = np.asarray(x.nodes)[..., : t.capacity].reshape(-1, t.capacity)
+        trees = [sum_tree.from_values(v, t.capacity, t.nodes.dtype, t.fanout).nodes
+                 for v in leaves]
+        return x.replace(nodes=np.stack(jax.device_get(trees)).reshape(wanted))
 
     return jax.tree.map(relayout, target, loaded, is_leaf=is_tree)
 

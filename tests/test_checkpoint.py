@@ -8,6 +8,7 @@ import sys
 import time
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -151,26 +152,35 @@ def test_manifest_from_json_matches_its_run():
         check_compatible({"run": saved}, run)
 
 
-def test_sum_tree_saved_in_another_layout_is_rebuilt(tmp_path):
-    """A prioritized replay saved with the former 16-way sum tree restores into today's
-    layout with the same leaves and consistent sums."""
+@pytest.mark.parametrize("seeds", [1, 2])
+def test_sum_tree_saved_in_another_layout_is_rebuilt(tmp_path, seeds):
+    """A prioritized replay saved with the former 16-way sum tree (one per seed) restores
+    into today's layout with the same leaves and consistent sums."""
     from rljax.buffers import sum_tree
 
     run = from_preset("cartpole-dqn", total_steps=10_000, logdir=str(tmp_path),
-                      tensorboard=False, buffer_size=1_000)
+                      tensorboard=False, buffer_size=1_000, num_seeds=seeds)
     _, _, trainer, _ = build(run)
     state = trainer.init(jax.random.key(0))
     is_tree = lambda x: isinstance(x, sum_tree.SumTreeState)
-    trees = [x for x in jax.tree.leaves(state.memory, is_leaf=is_tree) if is_tree(x)]
-    assert len(trees) == 1 and trees[0].fanout == sum_tree.DEFAULT_FANOUT != 16
-    leaves = np.random.default_rng(0).lognormal(0, 2, trees[0].capacity).astype(np.float32)
-    old = sum_tree.from_values(leaves, trees[0].capacity, fanout=16)
-    saved = state.replace(memory=jax.tree.map(lambda x: old if is_tree(x) else x,
-                                              state.memory, is_leaf=is_tree))
+    find_tree = lambda memory: [x for x in jax.tree.leaves(memory, is_leaf=is_tree)
+                                if is_tree(x)]
+    (tree,) = find_tree(state.memory)
+    assert tree.fanout == sum_tree.DEFAULT_FANOUT != 16
+    rng = np.random.default_rng(0)
+    leaves = rng.lognormal(0, 2, (seeds, tree.capacity)).astype(np.float32)
+    old = np.stack([np.asarray(sum_tree.from_values(v, tree.capacity, fanout=16).nodes)
+                    for v in leaves])
+    saved = state.replace(memory=jax.tree.map(
+        lambda x: x.replace(nodes=jnp.asarray(old.reshape(-1) if seeds == 1 else old))
+        if is_tree(x) else x, state.memory, is_leaf=is_tree))
     checkpoint.save(str(tmp_path), saved, {"run": run.to_dict()})
     restored = checkpoint.restore(str(tmp_path), trainer.init(jax.random.key(1)))
-    tree = [x for x in jax.tree.leaves(restored.memory, is_leaf=is_tree) if is_tree(x)][0]
+    (tree,) = find_tree(restored.memory)
     assert tree.fanout == sum_tree.DEFAULT_FANOUT
-    np.testing.assert_array_equal(np.asarray(tree.leaves), leaves)
-    np.testing.assert_allclose(float(sum_tree.total(tree)), leaves.astype(np.float64).sum(),
-                               rtol=1e-5)
+    nodes = np.asarray(tree.nodes).reshape(seeds, -1)
+    for member, values in zip(nodes, leaves, strict=True):
+        rebuilt = tree.replace(nodes=jnp.asarray(member))
+        np.testing.assert_array_equal(np.asarray(rebuilt.leaves), values)
+        np.testing.assert_allclose(float(sum_tree.total(rebuilt)),
+                                   values.astype(np.float64).sum(), rtol=1e-5)
