@@ -81,8 +81,9 @@ class DQNConfig:
         hidden_sizes: MLP torso layer sizes (vector observations; frames get the Nature CNN).
         head_hidden_sizes: hidden layers of the head (of each dueling stream).
         activation: hidden activation name.
-        conv_method: the Nature CNN's convolutions (frames only): "matmul" (im2col, the
-            faster one on XLA:CPU when measured, and on an H100) or "xla".
+        conv_method: the Nature CNN's convolutions (frames only): "matmul" (im2col;
+            faster per gradient step on an H100 and on XLA:CPU, where the two are within
+            noise of each other in the whole training loop) or "xla".
         loss: "huber" or "l2".
         huber_delta: where the Huber loss turns linear.
         lr: Adam learning rate.
