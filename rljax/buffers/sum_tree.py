@@ -57,6 +57,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
+from rljax.buffers import _native
 from rljax.buffers._checks import positive_int
 from rljax.types import Array, ArrayLike, PRNGKey
 
@@ -180,27 +181,43 @@ def set(  # noqa: A001
 
     Duplicates: the last occurrence in the batch wins. Indices outside ``[0, capacity)`` are
     ignored (use them to mask writes). Values are sanitized as in the module docstring.
+    On CPU this is one native call (:mod:`rljax.buffers._native`), elsewhere the JAX version.
 
     Args:
         state: the tree.
         indices: ``[K]`` int leaf indices.
         values: ``[K]`` new leaf values (>= 0).
         unique: static promise that the in-range indices are distinct, which skips the
-            ``[K, K]`` de-duplication (the buffers' own adds write distinct slots).
+            ``[K, K]`` de-duplication of the JAX version (the buffers' own adds write distinct
+            slots); the native version needs none.
 
     Returns:
         The updated tree.
     """
-    f = state.fanout
-    offsets = level_offsets(state.capacity, f)
     node = jnp.asarray(indices, jnp.int32).reshape(-1)
     values = _sanitize(jnp.asarray(values).reshape(-1), state.nodes.dtype)
-    keep = (node >= 0) & (node < state.capacity)
+    cap, f = state.capacity, state.fanout
+    in_jax = lambda nodes, node, values: _set_jax(nodes, node, values, cap, f, unique)
+    if not _use_native(state.nodes.dtype):
+        return state.replace(nodes=in_jax(state.nodes, node, values))
+    nodes = jax.lax.platform_dependent(
+        state.nodes, node, values,
+        cpu=lambda nodes, node, values: _native.set_leaves(nodes, node, values, cap, f),
+        default=in_jax,
+    )
+    return state.replace(nodes=nodes)
+
+
+def _set_jax(
+    nodes: Array, node: Array, values: Array, capacity: int, f: int, unique: bool
+) -> Array:
+    offsets = level_offsets(capacity, f)
+    keep = (node >= 0) & (node < capacity)
     if not unique:
-        keep = keep & _keep_last(node, state.capacity)
+        keep = keep & _keep_last(node, capacity)
     node = jnp.where(keep, node, 0)
     dropped = offsets[-1]  # out of range: `mode="drop"` ignores it
-    nodes = state.nodes.at[jnp.where(keep, node, dropped)].set(values, mode="drop")
+    nodes = nodes.at[jnp.where(keep, node, dropped)].set(values, mode="drop")
     starts = jnp.asarray(offsets, jnp.int32)
 
     # A loop over levels (not unrolled) compiles faster and lets XLA keep `nodes` in place.
@@ -212,7 +229,7 @@ def set(  # noqa: A001
         return nodes, node
 
     nodes, _ = jax.lax.fori_loop(1, len(offsets) - 1, parent_level, (nodes, node))
-    return state.replace(nodes=nodes)
+    return nodes
 
 
 def find(state: SumTreeState, queries: ArrayLike) -> Array:
@@ -220,7 +237,8 @@ def find(state: SumTreeState, queries: ArrayLike) -> Array:
 
     Follows the descent of the module docstring: the result has a positive value whenever
     ``total > 0``, for any query (NaN or negative queries act as 0, queries at or above the
-    total give the last positive leaf). With ``total == 0`` the result is leaf 0.
+    total give the last positive leaf). With ``total == 0`` the result is leaf 0. On CPU this
+    is one native call (:mod:`rljax.buffers._native`), elsewhere the JAX version.
 
     Args:
         state: the tree.
@@ -229,14 +247,24 @@ def find(state: SumTreeState, queries: ArrayLike) -> Array:
     Returns:
         ``[K]`` int32 leaf indices.
     """
-    f = state.fanout
-    offsets = level_offsets(state.capacity, f)
     dtype = state.nodes.dtype
     u = jnp.asarray(queries, dtype).reshape(-1)
+    cap, f = state.capacity, state.fanout
+    in_jax = lambda nodes, u: _find_jax(nodes, u, cap, f)
+    if not _use_native(dtype):
+        return in_jax(state.nodes, u)
+    return jax.lax.platform_dependent(
+        state.nodes, u, cpu=lambda nodes, u: _native.find(nodes, u, cap, f), default=in_jax
+    )
+
+
+def _find_jax(nodes: Array, u: Array, capacity: int, f: int) -> Array:
+    offsets = level_offsets(capacity, f)
+    dtype = nodes.dtype
     if _is_float(dtype):
         u = jnp.nan_to_num(u, nan=0.0)
     u = jnp.maximum(u, 0)
-    rows = state.nodes.reshape(-1, f)
+    rows = nodes.reshape(-1, f)
     child = jnp.arange(f, dtype=jnp.int32)
     # Exclusive prefix sums as one small matmul: E_i = sum_{l < i} c_l. For the first positive
     # child every term is 0 * 1 or c * 0 with finite c, so its E is exactly 0.
@@ -254,7 +282,12 @@ def find(state: SumTreeState, queries: ArrayLike) -> Array:
 
     row = jnp.zeros(u.shape, jnp.int32)
     row, _ = jax.lax.fori_loop(0, len(offsets) - 1, child_level, (row, u))
-    return jnp.minimum(row, state.capacity - 1)
+    return jnp.minimum(row, capacity - 1)
+
+
+def _use_native(dtype) -> bool:
+    """Trace-time choice: the native CPU kernels exist for this dtype and are built."""
+    return _native.supports(dtype) and _native.available()
 
 
 def uniform_index(key: PRNGKey, batch_size: int, n: Array) -> Array:

@@ -12,17 +12,30 @@ from buffers_reference import assert_frequencies
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rljax.buffers import sum_tree
+from rljax.buffers import _native, sum_tree
 
 SETTINGS = settings(max_examples=25, deadline=None)
 CAPACITIES = (1, 5, 100)
-FANOUTS = (2, 16)
+FANOUTS = (2, 8, 16)
 K = 8
 
 jit_set = jax.jit(sum_tree.set)
 jit_find = jax.jit(sum_tree.find)
 jit_stratified = jax.jit(sum_tree.stratified_sample, static_argnames="batch_size")
 jit_sample = jax.jit(sum_tree.sample, static_argnames="batch_size")
+
+
+@pytest.fixture(autouse=True, scope="module", params=["native", "jax"])
+def implementation(request):
+    """Every test runs with the native CPU kernels and with the JAX version (which GPUs run).
+    The choice is made when a function is traced, hence the cleared caches."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RLJAX_NATIVE", "1" if request.param == "native" else "0")
+        if request.param == "native" and not _native.available():
+            pytest.skip("native sum-tree kernels could not be built here (see the warning)")
+        jax.clear_caches()
+        yield request.param
+    jax.clear_caches()
 
 
 def leaves(state: sum_tree.SumTreeState) -> np.ndarray:
@@ -183,7 +196,7 @@ def test_find_matches_prefix_sums(capacity, fanout, values, u01):
         assert cum[j] - tol <= uj <= cum[j + 1] + tol
 
 
-@functools.lru_cache(maxsize=2)
+@functools.lru_cache(maxsize=3)
 def _big_tree(cap: int, fanout: int):
     """Priorities log-uniform in [1e-6, 1e3], about a third of them zero, long zero runs at
     both ends, the smallest priority next to them."""
@@ -198,7 +211,7 @@ def _big_tree(cap: int, fanout: int):
     return sum_tree.from_values(jnp.array(vals), cap, fanout=fanout), vals
 
 
-@pytest.mark.parametrize("cap,fanout", [(1 << 20, 16), (1 << 12, 2)])
+@pytest.mark.parametrize("cap,fanout", [(1 << 20, 8), (1 << 20, 16), (1 << 12, 2)])
 def test_never_returns_zero_leaf_at_large_capacity(cap, fanout):
     state, vals = _big_tree(cap, fanout)
     assert_consistent(state)

@@ -1,0 +1,188 @@
+"""Native CPU kernels for the sum-tree (``sum_tree.cc``), built on first use.
+
+On XLA:CPU a sum-tree search or update in JAX is a chain of small gathers, reductions and
+scatters per level, each paying a fixed cost and split over the thread pool; the C++ handlers
+do a whole search or update in one call, in place (see ``benchmarks/buffers.py`` for the
+figures). They are XLA FFI handlers, called with :func:`jax.ffi.ffi_call` inside any jitted,
+scanned or vmapped program, and selected by :func:`jax.lax.platform_dependent` for the CPU
+only: other backends (GPU, TPU) run the JAX version in ``sum_tree.py``.
+
+Build: the first time a sum-tree operation is traced in a process, ``sum_tree.cc`` is compiled
+with the C++ compiler (``$CXX``, else ``c++``/``g++``/``clang++``) against the FFI headers of
+the installed jaxlib (``jax.ffi.include_dir()``, so the headers always match the runtime) into
+a shared library cached under ``$RLJAX_CACHE_DIR`` (default ``~/.cache/rljax``), keyed by the
+source, the jaxlib version and the flags: a few seconds once per machine and jaxlib version.
+If no compiler is found or the build fails, a warning says why and the JAX version is used
+everywhere; results are the same up to float32 rounding at segment boundaries.
+
+``RLJAX_NATIVE=0`` turns the kernels off (read when an operation is traced, so set it before
+compiling the programs that use the tree, or call ``jax.clear_caches()`` after changing it).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sum_tree.cc")
+FLAGS = ("-O2", "-std=c++17", "-shared", "-fPIC", "-w")
+_TARGETS = {
+    ("find", "float32"): "rljax_sum_tree_find_f32",
+    ("find", "int32"): "rljax_sum_tree_find_s32",
+    ("set", "float32"): "rljax_sum_tree_set_f32",
+    ("set", "int32"): "rljax_sum_tree_set_s32",
+}
+
+
+class BuildError(RuntimeError):
+    """The native kernels could not be compiled or loaded."""
+
+
+def enabled() -> bool:
+    """Whether ``RLJAX_NATIVE`` allows the kernels (anything but ``0``, ``false``, ``off``)."""
+    return os.environ.get("RLJAX_NATIVE", "1").strip().lower() not in ("0", "false", "off", "no")
+
+
+def cache_dir() -> str:
+    """Where built libraries are kept: ``$RLJAX_CACHE_DIR``, else ``~/.cache/rljax``."""
+    explicit = os.environ.get("RLJAX_CACHE_DIR")
+    if explicit:
+        return explicit
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "rljax")
+
+
+def find_compiler() -> str | None:
+    """``$CXX`` if set, else the first of ``c++``, ``g++``, ``clang++`` on the PATH."""
+    if os.environ.get("CXX"):
+        return os.environ["CXX"]
+    for name in ("c++", "g++", "clang++"):
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+def library_path(directory: str) -> str:
+    """The cached library's path for this source, jaxlib version, platform and flags."""
+    import jaxlib
+
+    digest = hashlib.sha256()
+    with open(SOURCE, "rb") as f:
+        digest.update(f.read())
+    digest.update(" ".join((jaxlib.__version__, sys.platform, *FLAGS)).encode())
+    return os.path.join(directory, f"sum_tree_{digest.hexdigest()[:16]}.so")
+
+
+def build(directory: str | None = None, compiler: str | None = None) -> str:
+    """Compiles ``sum_tree.cc`` into ``directory`` unless already there; returns the path.
+
+    Raises:
+        BuildError: no compiler, or the compiler failed (its message included).
+    """
+    directory = directory or cache_dir()
+    path = library_path(directory)
+    if os.path.exists(path):
+        return path
+    compiler = compiler or find_compiler()
+    if compiler is None:
+        raise BuildError("no C++ compiler found (set CXX, or install g++ or clang++)")
+    os.makedirs(directory, exist_ok=True)
+    # Build under a unique name, then rename: concurrent processes never load a partial file.
+    fd, tmp = tempfile.mkstemp(suffix=".so", dir=directory)
+    os.close(fd)
+    cmd = [compiler, *FLAGS, f"-I{jax.ffi.include_dir()}", SOURCE, "-o", tmp]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        if done.returncode != 0:
+            raise BuildError(
+                f"`{' '.join(cmd)}` failed (exit {done.returncode}):\n{done.stderr[-2000:]}"
+            )
+        os.replace(tmp, path)
+    except (OSError, subprocess.SubprocessError) as e:
+        raise BuildError(f"`{' '.join(cmd)}` could not run: {e}") from e
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    return path
+
+
+@functools.cache
+def _load() -> bool:
+    """Builds (or finds) and registers the kernels once per process; False if unavailable."""
+    try:
+        try:
+            path = build()
+        except (BuildError, OSError) as first:
+            if os.environ.get("RLJAX_CACHE_DIR"):
+                raise
+            # e.g. a read-only home directory: fall back to a per-user temporary folder
+            fallback = os.path.join(tempfile.gettempdir(), f"rljax-{os.getuid()}")
+            try:
+                path = build(fallback)
+            except (BuildError, OSError):
+                raise first from None
+        library = ctypes.cdll.LoadLibrary(path)
+        for name in _TARGETS.values():
+            jax.ffi.register_ffi_target(
+                name, jax.ffi.pycapsule(getattr(library, name)), platform="cpu"
+            )
+    except (BuildError, OSError, AttributeError) as e:
+        warnings.warn(
+            f"rljax: native sum-tree kernels unavailable, using the JAX version on CPU ({e})",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return False
+    return True
+
+
+def available() -> bool:
+    """True if the kernels are enabled and built (builds them on the first call)."""
+    return enabled() and _load()
+
+
+def _attrs(capacity: int, fanout: int) -> dict:
+    return dict(capacity=np.int64(capacity), fanout=np.int64(fanout))
+
+
+def find(nodes: jax.Array, queries: jax.Array, capacity: int, fanout: int) -> jax.Array:
+    """``[K]`` int32 leaves for ``[K]`` queries of the same dtype as ``nodes`` (CPU only)."""
+    target = _TARGETS["find", jnp.dtype(nodes.dtype).name]
+    call = jax.ffi.ffi_call(
+        target, jax.ShapeDtypeStruct(queries.shape, jnp.int32), vmap_method="broadcast_all"
+    )
+    return call(nodes, queries, **_attrs(capacity, fanout))
+
+
+def set_leaves(
+    nodes: jax.Array, indices: jax.Array, values: jax.Array, capacity: int, fanout: int
+) -> jax.Array:
+    """``nodes`` with leaves ``indices`` set to ``values`` and their ancestors recomputed.
+
+    The output aliases ``nodes``: with a donated or loop-carried tree the update is in place.
+    Indices outside ``[0, capacity)`` are ignored; duplicates keep the last value."""
+    target = _TARGETS["set", jnp.dtype(nodes.dtype).name]
+    call = jax.ffi.ffi_call(
+        target,
+        jax.ShapeDtypeStruct(nodes.shape, nodes.dtype),
+        vmap_method="broadcast_all",
+        input_output_aliases={0: 0},
+    )
+    return call(nodes, indices, values, **_attrs(capacity, fanout))
+
+
+def supports(dtype) -> bool:
+    """Whether a tree of ``dtype`` has a kernel (float32 and int32)."""
+    return jnp.dtype(dtype).name in ("float32", "int32")

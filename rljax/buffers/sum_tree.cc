@@ -1,0 +1,249 @@
+// Sum-tree search and update as XLA FFI handlers for the CPU (see rljax/buffers/_native.py).
+//
+// Same layout and the same rules as rljax/buffers/sum_tree.py: levels stored one after another
+// in one flat array, leaves first, each level padded to a multiple of the fanout. A search takes,
+// at each level, the last child c_i with c_i > 0 and exclusive prefix E_i <= u, then continues
+// with u <- max(u - E_i, 0); the guarantee that it never ends on a zero leaf does not depend on
+// the order in which E is summed, so the SSE prefix sum below keeps it. An update writes the
+// leaves in batch order (the last duplicate wins) and recomputes every ancestor of a written
+// leaf from its children, bottom-up.
+//
+// Why native code: on XLA:CPU each of the per-level gathers, reductions and scatters of the
+// JAX version pays a fixed cost and is split over the thread pool; here a whole search or update
+// is one call, in place, on the calling thread. All queries descend one level at a time, so the
+// independent per-query work overlaps in the CPU pipeline.
+//
+// Arrays may carry leading batch dimensions (vmap over trees): nodes [..., N], queries or
+// indices [..., K], with the same leading shape.
+
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
+
+#include "xla/ffi/api/ffi.h"
+
+namespace ffi = xla::ffi;
+
+namespace {
+
+constexpr int kMaxLevels = 64;
+
+// Start of each level and the end, as level_offsets() in sum_tree.py; returns the level count.
+int LevelOffsets(int64_t capacity, int64_t fanout, int64_t* offsets) {
+  int64_t size = (capacity + fanout - 1) / fanout * fanout;
+  int levels = 0;
+  offsets[0] = 0;
+  while (levels < kMaxLevels - 1) {
+    offsets[levels + 1] = offsets[levels] + size;
+    ++levels;
+    if (size <= fanout) break;
+    size = (size / fanout + fanout - 1) / fanout * fanout;
+  }
+  return levels;
+}
+
+// One level of a search for any fanout: the child j and its exclusive prefix E_j.
+template <typename T>
+inline void ChooseChild(const T* c, int64_t fanout, T u, int64_t& j, T& e_j) {
+  T e = 0;
+  j = 0;
+  e_j = 0;
+  for (int64_t m = 0; m < fanout; ++m) {
+    const bool candidate = (c[m] > 0) & (e <= u);
+    j = candidate ? m : j;
+    e_j = candidate ? e : e_j;
+    e += c[m];
+  }
+}
+
+#if defined(__SSE2__)
+inline __m128 ShiftLanes1(__m128 x) {
+  return _mm_castsi128_ps(_mm_slli_si128(_mm_castps_si128(x), 4));
+}
+
+// Exclusive prefix sums of four lanes: [0, x0, x0 + x1, (x1 + x2) + x0].
+inline __m128 ExclusivePrefix4(__m128 x) {
+  const __m128 s1 = ShiftLanes1(x);
+  const __m128 s2 = ShiftLanes1(s1);
+  return _mm_add_ps(_mm_add_ps(s1, s2), ShiftLanes1(s2));
+}
+
+// Fanout 8 (the default), float32: prefix sums and candidate mask in SSE registers.
+inline void ChooseChild8(const float* c, float u, int64_t& j, float& e_j) {
+  const __m128 zero = _mm_setzero_ps(), uu = _mm_set1_ps(u);
+  const __m128 lo = _mm_loadu_ps(c), hi = _mm_loadu_ps(c + 4);
+  const __m128 e_lo = ExclusivePrefix4(lo);
+  const __m128 lo_sum = _mm_add_ps(e_lo, lo);
+  const __m128 e_hi = _mm_add_ps(_mm_shuffle_ps(lo_sum, lo_sum, 0xFF), ExclusivePrefix4(hi));
+  const int mask =
+      _mm_movemask_ps(_mm_and_ps(_mm_cmpgt_ps(lo, zero), _mm_cmple_ps(e_lo, uu))) |
+      (_mm_movemask_ps(_mm_and_ps(_mm_cmpgt_ps(hi, zero), _mm_cmple_ps(e_hi, uu))) << 4);
+  alignas(16) float e[8];
+  _mm_store_ps(e, e_lo);
+  _mm_store_ps(e + 4, e_hi);
+  j = mask ? 31 - __builtin_clz(static_cast<unsigned>(mask)) : 0;
+  e_j = mask ? e[j] : 0.0f;
+}
+#endif
+
+template <typename T>
+void FindTree(const T* nodes, const int64_t* offsets, int levels, int64_t fanout,
+              int64_t capacity, const T* queries, int32_t* out, int64_t k, int64_t* row,
+              T* u) {
+  for (int64_t i = 0; i < k; ++i) {
+    const T q = queries[i];
+    u[i] = q > 0 ? q : T(0);  // NaN and negative queries act as 0
+    row[i] = 0;
+  }
+  for (int level = levels - 1; level >= 0; --level) {
+    const T* base = nodes + offsets[level];
+    for (int64_t i = 0; i < k; ++i) {
+      const T* children = base + row[i] * fanout;
+      int64_t j;
+      T e_j;
+#if defined(__SSE2__)
+      if constexpr (std::is_same_v<T, float>) {
+        if (fanout == 8) {
+          ChooseChild8(children, u[i], j, e_j);
+        } else {
+          ChooseChild(children, fanout, u[i], j, e_j);
+        }
+      } else {
+        ChooseChild(children, fanout, u[i], j, e_j);
+      }
+#else
+      ChooseChild(children, fanout, u[i], j, e_j);
+#endif
+      const T rest = u[i] - e_j;
+      u[i] = rest > 0 ? rest : T(0);
+      row[i] = row[i] * fanout + j;
+    }
+  }
+  for (int64_t i = 0; i < k; ++i) {
+    out[i] = static_cast<int32_t>(std::min(row[i], capacity - 1));
+  }
+}
+
+template <typename T>
+void SetTree(T* nodes, const int64_t* offsets, int levels, int64_t fanout, int64_t capacity,
+             const int32_t* indices, const T* values, int64_t k, int64_t* node) {
+  int64_t written = 0;
+  for (int64_t i = 0; i < k; ++i) {
+    const int64_t leaf = indices[i];
+    if (leaf < 0 || leaf >= capacity) continue;  // masked write
+    nodes[leaf] = values[i];
+    node[written++] = leaf;
+  }
+  for (int level = 1; level < levels; ++level) {
+    for (int64_t i = 0; i < written; ++i) {
+      const int64_t parent = fanout == 8 ? node[i] >> 3 : node[i] / fanout;
+      const T* c = nodes + offsets[level - 1] + parent * fanout;
+      T sum;
+      if (fanout == 8) {
+        sum = ((c[0] + c[1]) + (c[2] + c[3])) + ((c[4] + c[5]) + (c[6] + c[7]));
+      } else {
+        sum = 0;
+        for (int64_t m = 0; m < fanout; ++m) sum += c[m];
+      }
+      nodes[offsets[level] + parent] = sum;
+      node[i] = parent;
+    }
+  }
+}
+
+// Batch size and row lengths of a tree array [..., N] and a query array [..., K].
+ffi::Error Shapes(ffi::AnyBuffer::Dimensions nodes, ffi::AnyBuffer::Dimensions batch,
+                  int64_t expected_nodes, int64_t& trees, int64_t& k) {
+  if (nodes.size() < 1 || batch.size() != nodes.size()) {
+    return ffi::Error::InvalidArgument("sum tree: tree and query ranks do not match");
+  }
+  if (nodes[nodes.size() - 1] != expected_nodes) {
+    return ffi::Error::InvalidArgument("sum tree: node count does not match capacity/fanout");
+  }
+  trees = 1;
+  for (size_t d = 0; d + 1 < nodes.size(); ++d) {
+    if (nodes[d] != batch[d]) {
+      return ffi::Error::InvalidArgument("sum tree: batch dimensions do not match");
+    }
+    trees *= nodes[d];
+  }
+  k = batch[batch.size() - 1];
+  return ffi::Error::Success();
+}
+
+template <ffi::DataType D>
+ffi::Error Find(ffi::Buffer<D> nodes, ffi::Buffer<D> queries, ffi::ResultBuffer<ffi::S32> out,
+                int64_t capacity, int64_t fanout) {
+  using T = ffi::NativeType<D>;
+  int64_t offsets[kMaxLevels];
+  const int levels = LevelOffsets(capacity, fanout, offsets);
+  int64_t trees, k;
+  if (ffi::Error e = Shapes(nodes.dimensions(), queries.dimensions(), offsets[levels], trees, k);
+      e.failure()) {
+    return e;
+  }
+  const int64_t n = offsets[levels];
+  std::vector<int64_t> row(k);
+  std::vector<T> u(k);
+  for (int64_t t = 0; t < trees; ++t) {
+    FindTree<T>(nodes.typed_data() + t * n, offsets, levels, fanout, capacity,
+                queries.typed_data() + t * k, out->typed_data() + t * k, k, row.data(),
+                u.data());
+  }
+  return ffi::Error::Success();
+}
+
+template <ffi::DataType D>
+ffi::Error Set(ffi::Buffer<D> nodes, ffi::Buffer<ffi::S32> indices, ffi::Buffer<D> values,
+               ffi::ResultBuffer<D> out, int64_t capacity, int64_t fanout) {
+  using T = ffi::NativeType<D>;
+  int64_t offsets[kMaxLevels];
+  const int levels = LevelOffsets(capacity, fanout, offsets);
+  int64_t trees, k;
+  if (ffi::Error e = Shapes(nodes.dimensions(), indices.dimensions(), offsets[levels], trees, k);
+      e.failure()) {
+    return e;
+  }
+  const int64_t n = offsets[levels];
+  T* result = out->typed_data();
+  if (result != nodes.typed_data()) {  // not aliased (the input is still live): copy first
+    std::copy(nodes.typed_data(), nodes.typed_data() + trees * n, result);
+  }
+  std::vector<int64_t> node(k);
+  for (int64_t t = 0; t < trees; ++t) {
+    SetTree<T>(result + t * n, offsets, levels, fanout, capacity, indices.typed_data() + t * k,
+               values.typed_data() + t * k, k, node.data());
+  }
+  return ffi::Error::Success();
+}
+
+}  // namespace
+
+#define RLJAX_FIND_HANDLER(name, D)                                          \
+  XLA_FFI_DEFINE_HANDLER_SYMBOL(name, Find<D>,                               \
+                                ffi::Ffi::Bind()                             \
+                                    .Arg<ffi::Buffer<D>>()                   \
+                                    .Arg<ffi::Buffer<D>>()                   \
+                                    .Ret<ffi::Buffer<ffi::S32>>()            \
+                                    .Attr<int64_t>("capacity")               \
+                                    .Attr<int64_t>("fanout"))
+
+#define RLJAX_SET_HANDLER(name, D)                                           \
+  XLA_FFI_DEFINE_HANDLER_SYMBOL(name, Set<D>,                                \
+                                ffi::Ffi::Bind()                             \
+                                    .Arg<ffi::Buffer<D>>()                   \
+                                    .Arg<ffi::Buffer<ffi::S32>>()            \
+                                    .Arg<ffi::Buffer<D>>()                   \
+                                    .Ret<ffi::Buffer<D>>()                   \
+                                    .Attr<int64_t>("capacity")               \
+                                    .Attr<int64_t>("fanout"))
+
+RLJAX_FIND_HANDLER(rljax_sum_tree_find_f32, ffi::F32);
+RLJAX_FIND_HANDLER(rljax_sum_tree_find_s32, ffi::S32);
+RLJAX_SET_HANDLER(rljax_sum_tree_set_f32, ffi::F32);
+RLJAX_SET_HANDLER(rljax_sum_tree_set_s32, ffi::S32);

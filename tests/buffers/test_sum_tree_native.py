@@ -1,0 +1,130 @@
+"""Native CPU sum-tree kernels: agreement with the JAX version, selection, build and fallback."""
+
+from __future__ import annotations
+
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from rljax.buffers import _native, sum_tree
+
+pytestmark = pytest.mark.skipif(
+    not _native.available(), reason="native sum-tree kernels could not be built here"
+)
+
+
+def random_tree(rng, capacity, fanout, dtype=np.float32):
+    vals = (10.0 ** rng.uniform(-6, 3, capacity)).astype(dtype)
+    if dtype == np.int32:
+        vals = rng.integers(0, 3, capacity).astype(np.int32)
+    vals[rng.random(capacity) < 0.3] = 0
+    return sum_tree.from_values(jnp.array(vals), capacity, jnp.dtype(dtype), fanout=fanout)
+
+
+@pytest.mark.parametrize("capacity,fanout", [(1, 8), (7, 8), (100_000, 8), (1000, 3), (5000, 16)])
+def test_set_agrees_with_jax_version(capacity, fanout):
+    """Batches with duplicates and masked (-1, capacity) indices: identical leaves, nodes equal
+    up to summation order, and the same zero pattern."""
+    rng = np.random.default_rng(capacity)
+    state = random_tree(rng, capacity, fanout)
+    native_set = jax.jit(lambda n, i, v: _native.set_leaves(n, i, v, capacity, fanout))
+    jax_set = jax.jit(lambda n, i, v: sum_tree._set_jax(n, i, v, capacity, fanout, False))
+    a = b = state.nodes
+    for k in (1, 32, 128, 300):
+        idx = rng.integers(-1, capacity + 1, k).astype(np.int32)
+        idx[: k // 4] = idx[k // 4 : 2 * (k // 4)]  # duplicates
+        vals = rng.lognormal(0, 3, k).astype(np.float32)
+        vals[rng.random(k) < 0.2] = 0
+        a = native_set(a, jnp.array(idx), jnp.array(vals))
+        b = jax_set(b, jnp.array(idx), jnp.array(vals))
+        np.testing.assert_array_equal(np.asarray(a)[:capacity], np.asarray(b)[:capacity])
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=2e-6)
+        np.testing.assert_array_equal(np.asarray(a) > 0, np.asarray(b) > 0)
+
+
+@pytest.mark.parametrize("capacity,fanout", [(100_000, 8), (1000, 3), (5000, 16), (33, 2)])
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+def test_find_agrees_with_jax_version(capacity, fanout, dtype):
+    """Same leaf for every query, except float32 queries within rounding of a boundary
+    between two leaves (the prefix sums are added in another order); always a positive leaf."""
+    rng = np.random.default_rng(fanout)
+    state = random_tree(rng, capacity, fanout, dtype)
+    total = sum_tree.total(state)
+    if dtype == np.int32:
+        u = jnp.array(rng.integers(0, int(total), 4096), jnp.int32)
+    else:
+        u = jnp.concatenate([jnp.array(rng.random(4096), jnp.float32) * total,
+                             jnp.array([0.0, -1.0, jnp.nan, jnp.inf]), total[None]])
+    native = np.asarray(jax.jit(lambda n, q: _native.find(n, q, capacity, fanout))(state.nodes, u))
+    plain = np.asarray(jax.jit(lambda n, q: sum_tree._find_jax(n, q, capacity, fanout))(
+        state.nodes, u))
+    vals = np.asarray(state.leaves)
+    assert np.all(vals[native] > 0)
+    differ = np.nonzero(native != plain)[0]
+    if dtype == np.int32:
+        assert differ.size == 0
+        return
+    assert differ.size <= 4, differ.size
+    cum = np.concatenate([[0.0], np.cumsum(vals.astype(np.float64))])
+    for i in differ:  # both leaves' intervals reach the query, within float32 rounding
+        for j in (native[i], plain[i]):
+            assert cum[j] - 1e-5 * cum[-1] <= float(u[i]) <= cum[j + 1] + 1e-5 * cum[-1]
+
+
+def test_vmapped_trees_use_one_call_and_match_each_member():
+    rng = np.random.default_rng(3)
+    trees = [random_tree(rng, 500, 8) for _ in range(3)]
+    stacked = jax.tree.map(lambda *x: jnp.stack(x), *trees)
+    u = jnp.array(rng.random((3, 64)), jnp.float32) * jax.vmap(sum_tree.total)(stacked)[:, None]
+    idx = jnp.array(rng.integers(0, 500, (3, 16)), jnp.int32)
+    val = jnp.array(rng.random((3, 16)), jnp.float32)
+    found = jax.jit(jax.vmap(sum_tree.find))(stacked, u)
+    updated = jax.jit(jax.vmap(sum_tree.set))(stacked, idx, val)
+    for m, tree in enumerate(trees):
+        np.testing.assert_array_equal(np.asarray(found[m]), np.asarray(sum_tree.find(tree, u[m])))
+        one = sum_tree.set(tree, idx[m], val[m])
+        np.testing.assert_array_equal(np.asarray(updated.nodes[m]), np.asarray(one.nodes))
+    hlo = jax.jit(jax.vmap(sum_tree.find)).lower(stacked, u).as_text()
+    assert hlo.count("rljax_sum_tree_find_f32") == 1
+
+
+def test_choice_follows_rljax_native(monkeypatch):
+    tree = sum_tree.init(100)
+    u = jnp.zeros(4)
+
+    def lowered():
+        jax.clear_caches()
+        return jax.jit(sum_tree.find).lower(tree, u).as_text()
+
+    assert "rljax_sum_tree_find_f32" in lowered()
+    monkeypatch.setenv("RLJAX_NATIVE", "0")
+    assert "rljax_sum_tree_find_f32" not in lowered()
+    monkeypatch.undo()
+    jax.clear_caches()
+
+
+def test_build_reuses_the_cache_and_reports_compiler_errors(tmp_path):
+    path = _native.build(str(tmp_path))
+    stamp = os.stat(path).st_mtime_ns
+    assert _native.build(str(tmp_path)) == path and os.stat(path).st_mtime_ns == stamp
+    with pytest.raises(_native.BuildError, match="failed"):
+        _native.build(str(tmp_path / "other"), compiler="false")
+    assert os.listdir(tmp_path / "other") == []  # no partial library left behind
+    with pytest.raises(_native.BuildError, match="could not run"):
+        _native.build(str(tmp_path / "third"), compiler=str(tmp_path / "no-such-compiler"))
+
+
+def test_set_is_in_place_inside_a_donated_scan():
+    """The compiled update loop keeps one copy of the tree: no full-size copy per step."""
+    tree = sum_tree.init(100_000)
+    idx = jnp.zeros((8, 32), jnp.int32)
+    val = jnp.ones((8, 32))
+    loop = jax.jit(lambda t, i, v: jax.lax.scan(lambda t, x: (sum_tree.set(t, *x), None),
+                                                 t, (i, v))[0], donate_argnums=0)
+    hlo = loop.lower(tree, idx, val).compile().as_text()
+    size = tree.nodes.shape[0]
+    copies = [line for line in hlo.splitlines() if f"f32[{size}]" in line and " copy(" in line]
+    assert not copies, copies
