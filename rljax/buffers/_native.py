@@ -168,15 +168,17 @@ def find(nodes: jax.Array, queries: jax.Array, capacity: int, fanout: int) -> ja
 
 def set_leaves(
     nodes: jax.Array, indices: jax.Array, values: jax.Array, capacity: int, fanout: int
-) -> jax.Array:
-    """``nodes`` with leaves ``indices`` set to ``values`` and their ancestors recomputed.
+) -> tuple[jax.Array, jax.Array]:
+    """``nodes`` with leaves ``indices`` set to sanitized ``values`` and their ancestors
+    recomputed, and the largest value written (``[]``, 0 if none).
 
     The output aliases ``nodes``: with a donated or loop-carried tree the update is in place.
     Indices outside ``[0, capacity)`` are ignored; duplicates keep the last value."""
     target = _TARGETS["set", jnp.dtype(nodes.dtype).name]
     call = jax.ffi.ffi_call(
         target,
-        jax.ShapeDtypeStruct(nodes.shape, nodes.dtype),
+        (jax.ShapeDtypeStruct(nodes.shape, nodes.dtype),
+         jax.ShapeDtypeStruct(nodes.shape[:-1], nodes.dtype)),
         vmap_method="broadcast_all",
         input_output_aliases={0: 0},
     )

@@ -276,11 +276,8 @@ def update_priorities(
     indices = jnp.asarray(indices, jnp.int32).reshape(-1)
     p = priority(jnp.reshape(td_errors, indices.shape), alpha, eps)
     keep = (sum_tree.get(state.tree, indices) > 0) & ~jnp.isnan(p)
-    p = jnp.where(keep, p, 0.0)
-    return state.replace(
-        tree=sum_tree.set(state.tree, jnp.where(keep, indices, -1), p),
-        max_priority=jnp.maximum(state.max_priority, jnp.max(p)),
-    )
+    tree, largest = sum_tree.set_and_max(state.tree, jnp.where(keep, indices, -1), p)
+    return state.replace(tree=tree, max_priority=jnp.maximum(state.max_priority, largest))
 
 
 def can_sample(state: AtariState, min_size: int) -> Array:

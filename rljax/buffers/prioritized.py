@@ -105,11 +105,9 @@ def importance_weights(p: Array, beta: ArrayLike) -> Array:
 def _set_priorities(
     state: PrioritizedState, slots: Array, p: Array, keep: Array, unique: bool = False
 ) -> PrioritizedState:
-    p = jnp.where(keep & ~jnp.isnan(p), p, 0.0)
-    return state.replace(
-        tree=sum_tree.set(state.tree, jnp.where(keep, slots, -1), p, unique=unique),
-        max_priority=jnp.maximum(state.max_priority, jnp.max(p)),
-    )
+    # A NaN priority is stored as 0 (sanitized by the tree), and does not count in the max.
+    tree, largest = sum_tree.set_and_max(state.tree, jnp.where(keep, slots, -1), p, unique=unique)
+    return state.replace(tree=tree, max_priority=jnp.maximum(state.max_priority, largest))
 
 
 def init(example: Any, capacity: int) -> PrioritizedState:

@@ -5,8 +5,9 @@
 // at each level, the last child c_i with c_i > 0 and exclusive prefix E_i <= u, then continues
 // with u <- max(u - E_i, 0); the guarantee that it never ends on a zero leaf does not depend on
 // the order in which E is summed, so the SSE prefix sum below keeps it. An update writes the
-// leaves in batch order (the last duplicate wins) and recomputes every ancestor of a written
-// leaf from its children, bottom-up.
+// leaves in batch order (the last duplicate wins), sanitized as in sum_tree.py, recomputes
+// every ancestor of a written leaf from its children, bottom-up, and returns the largest value
+// written (prioritized replay's running maximum, without another pass over the batch).
 //
 // Why native code: on XLA:CPU each of the per-level gathers, reductions and scatters of the
 // JAX version pays a fixed cost and is split over the thread pool; here a whole search or update
@@ -129,14 +130,23 @@ void FindTree(const T* nodes, const int64_t* offsets, int levels, int64_t fanout
   }
 }
 
+// Values as sum_tree._sanitize stores them: float32 below the smallest normal (1.2e-38),
+// negative or NaN -> 0, above VALUE_MAX (1e30) -> 1e30; integers below 0 -> 0.
+inline float Sanitize(float v) { return v >= 1.17549435e-38f ? std::min(v, 1e30f) : 0.0f; }
+inline int32_t Sanitize(int32_t v) { return std::max(v, 0); }
+
+// Returns the largest value written (0 if none).
 template <typename T>
-void SetTree(T* nodes, const int64_t* offsets, int levels, int64_t fanout, int64_t capacity,
-             const int32_t* indices, const T* values, int64_t k, int64_t* node) {
+T SetTree(T* nodes, const int64_t* offsets, int levels, int64_t fanout, int64_t capacity,
+          const int32_t* indices, const T* values, int64_t k, int64_t* node) {
   int64_t written = 0;
+  T largest = 0;
   for (int64_t i = 0; i < k; ++i) {
     const int64_t leaf = indices[i];
     if (leaf < 0 || leaf >= capacity) continue;  // masked write
-    nodes[leaf] = values[i];
+    const T v = Sanitize(values[i]);
+    nodes[leaf] = v;
+    largest = std::max(largest, v);
     node[written++] = leaf;
   }
   for (int level = 1; level < levels; ++level) {
@@ -154,6 +164,7 @@ void SetTree(T* nodes, const int64_t* offsets, int levels, int64_t fanout, int64
       node[i] = parent;
     }
   }
+  return largest;
 }
 
 // Batch size and row lengths of a tree array [..., N] and a query array [..., K].
@@ -200,7 +211,8 @@ ffi::Error Find(ffi::Buffer<D> nodes, ffi::Buffer<D> queries, ffi::ResultBuffer<
 
 template <ffi::DataType D>
 ffi::Error Set(ffi::Buffer<D> nodes, ffi::Buffer<ffi::S32> indices, ffi::Buffer<D> values,
-               ffi::ResultBuffer<D> out, int64_t capacity, int64_t fanout) {
+               ffi::ResultBuffer<D> out, ffi::ResultBuffer<D> largest, int64_t capacity,
+               int64_t fanout) {
   using T = ffi::NativeType<D>;
   int64_t offsets[kMaxLevels];
   const int levels = LevelOffsets(capacity, fanout, offsets);
@@ -216,8 +228,9 @@ ffi::Error Set(ffi::Buffer<D> nodes, ffi::Buffer<ffi::S32> indices, ffi::Buffer<
   }
   std::vector<int64_t> node(k);
   for (int64_t t = 0; t < trees; ++t) {
-    SetTree<T>(result + t * n, offsets, levels, fanout, capacity, indices.typed_data() + t * k,
-               values.typed_data() + t * k, k, node.data());
+    largest->typed_data()[t] =
+        SetTree<T>(result + t * n, offsets, levels, fanout, capacity,
+                   indices.typed_data() + t * k, values.typed_data() + t * k, k, node.data());
   }
   return ffi::Error::Success();
 }
@@ -239,6 +252,7 @@ ffi::Error Set(ffi::Buffer<D> nodes, ffi::Buffer<ffi::S32> indices, ffi::Buffer<
                                     .Arg<ffi::Buffer<D>>()                   \
                                     .Arg<ffi::Buffer<ffi::S32>>()            \
                                     .Arg<ffi::Buffer<D>>()                   \
+                                    .Ret<ffi::Buffer<D>>()                   \
                                     .Ret<ffi::Buffer<D>>()                   \
                                     .Attr<int64_t>("capacity")               \
                                     .Attr<int64_t>("fanout"))

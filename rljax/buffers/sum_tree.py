@@ -194,18 +194,35 @@ def set(  # noqa: A001
     Returns:
         The updated tree.
     """
+    return set_and_max(state, indices, values, unique)[0]
+
+
+def set_and_max(
+    state: SumTreeState, indices: ArrayLike, values: ArrayLike, unique: bool = False
+) -> tuple[SumTreeState, Array]:
+    """:func:`set`, also returning the largest sanitized value among the in-range entries
+    (duplicates included, 0 if none), ``[]``: prioritized replay's running maximum, computed
+    by the native kernel in the same pass."""
     node = jnp.asarray(indices, jnp.int32).reshape(-1)
-    values = _sanitize(jnp.asarray(values).reshape(-1), state.nodes.dtype)
+    dtype = state.nodes.dtype
+    values = jnp.asarray(values).reshape(-1).astype(dtype)
     cap, f = state.capacity, state.fanout
-    in_jax = lambda nodes, node, values: _set_jax(nodes, node, values, cap, f, unique)
-    if not _use_native(state.nodes.dtype):
-        return state.replace(nodes=in_jax(state.nodes, node, values))
-    nodes = jax.lax.platform_dependent(
-        state.nodes, node, values,
-        cpu=lambda nodes, node, values: _native.set_leaves(nodes, node, values, cap, f),
-        default=in_jax,
-    )
-    return state.replace(nodes=nodes)
+
+    def in_jax(nodes, node, values):
+        values = _sanitize(values, dtype)
+        in_range = (node >= 0) & (node < cap)
+        largest = jnp.max(jnp.where(in_range, values, 0), initial=0).astype(dtype)
+        return _set_jax(nodes, node, values, cap, f, unique), largest
+
+    if not _use_native(dtype):
+        nodes, largest = in_jax(state.nodes, node, values)
+    else:
+        nodes, largest = jax.lax.platform_dependent(
+            state.nodes, node, values,
+            cpu=lambda nodes, node, values: _native.set_leaves(nodes, node, values, cap, f),
+            default=in_jax,
+        )
+    return state.replace(nodes=nodes), largest
 
 
 def _set_jax(

@@ -31,15 +31,19 @@ def test_set_agrees_with_jax_version(capacity, fanout):
     rng = np.random.default_rng(capacity)
     state = random_tree(rng, capacity, fanout)
     native_set = jax.jit(lambda n, i, v: _native.set_leaves(n, i, v, capacity, fanout))
-    jax_set = jax.jit(lambda n, i, v: sum_tree._set_jax(n, i, v, capacity, fanout, False))
+    jax_set = jax.jit(lambda n, i, v: sum_tree._set_jax(
+        n, i, sum_tree._sanitize(v, n.dtype), capacity, fanout, False))
     a = b = state.nodes
     for k in (1, 32, 128, 300):
         idx = rng.integers(-1, capacity + 1, k).astype(np.int32)
         idx[: k // 4] = idx[k // 4 : 2 * (k // 4)]  # duplicates
         vals = rng.lognormal(0, 3, k).astype(np.float32)
         vals[rng.random(k) < 0.2] = 0
-        a = native_set(a, jnp.array(idx), jnp.array(vals))
+        vals[rng.random(k) < 0.05] = np.nan
+        a, largest = native_set(a, jnp.array(idx), jnp.array(vals))
         b = jax_set(b, jnp.array(idx), jnp.array(vals))
+        in_range = (idx >= 0) & (idx < capacity)
+        assert float(largest) == np.nanmax(np.where(in_range, vals, 0), initial=0)
         np.testing.assert_array_equal(np.asarray(a)[:capacity], np.asarray(b)[:capacity])
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=2e-6)
         np.testing.assert_array_equal(np.asarray(a) > 0, np.asarray(b) > 0)
@@ -72,6 +76,40 @@ def test_find_agrees_with_jax_version(capacity, fanout, dtype):
     for i in differ:  # both leaves' intervals reach the query, within float32 rounding
         for j in (native[i], plain[i]):
             assert cum[j] - 1e-5 * cum[-1] <= float(u[i]) <= cum[j + 1] + 1e-5 * cum[-1]
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_set_and_max_sanitizes_alike(native, monkeypatch):
+    monkeypatch.setenv("RLJAX_NATIVE", "1" if native else "0")
+    jax.clear_caches()
+    vals = jnp.array([-1.0, jnp.nan, 1e-40, 2.0, 3e30, jnp.inf, 7.0, 5.0])
+    idx = jnp.array([0, 1, 2, 3, 4, 5, 9, -1])  # 9 and -1 are out of range
+    tree, largest = jax.jit(sum_tree.set_and_max)(sum_tree.init(6), idx, vals)
+    np.testing.assert_array_equal(
+        np.asarray(tree.leaves), np.array([0, 0, 0, 2.0, 1e30, 1e30], np.float32))
+    assert float(largest) == np.float32(1e30)
+    _, none = jax.jit(sum_tree.set_and_max)(sum_tree.init(6), jnp.array([-1, 6]), vals[:2])
+    assert float(none) == 0.0
+    ints, top = jax.jit(sum_tree.set_and_max)(
+        sum_tree.init(4, jnp.int32), jnp.array([0, 1, 2]), jnp.array([-3, 4, 2]))
+    np.testing.assert_array_equal(np.asarray(ints.leaves), [0, 4, 2, 0])
+    assert int(top) == 4 and top.dtype == jnp.int32
+    monkeypatch.undo()
+    jax.clear_caches()
+
+
+def test_lowering_for_gpus_uses_the_jax_version():
+    """platform_dependent picks the JAX branch when lowering for CUDA (no GPU needed)."""
+    tree = sum_tree.init(1000)
+    fn = jax.jit(lambda t, u, i, v: (sum_tree.find(t, u), sum_tree.set(t, i, v)))
+    args = (tree, jnp.zeros(8), jnp.zeros(8, jnp.int32), jnp.ones(8))
+    # (export refuses custom calls without a stability promise unless told they are known)
+    known = [jax.export.DisabledSafetyCheck.custom_call(f"rljax_sum_tree_{op}_f32")
+             for op in ("find", "set")]
+    gpu = jax.export.export(fn, platforms=["cuda"], disabled_checks=known)(*args).mlir_module()
+    cpu = jax.export.export(fn, platforms=["cpu"], disabled_checks=known)(*args).mlir_module()
+    assert "rljax_sum_tree" not in gpu
+    assert "rljax_sum_tree_find_f32" in cpu and "rljax_sum_tree_set_f32" in cpu
 
 
 def test_vmapped_trees_use_one_call_and_match_each_member():
