@@ -42,6 +42,7 @@ _TARGETS = {
     ("find", "int32"): "rljax_sum_tree_find_s32",
     ("set", "float32"): "rljax_sum_tree_set_f32",
     ("set", "int32"): "rljax_sum_tree_set_s32",
+    ("gather", None): "rljax_gather_rows",
 }
 
 
@@ -183,6 +184,17 @@ def set_leaves(
         input_output_aliases={0: 0},
     )
     return call(nodes, indices, values, **_attrs(capacity, fanout))
+
+
+def gather_rows(arrays: list[jax.Array], indices: jax.Array) -> list[jax.Array]:
+    """``[a[indices] for a in arrays]`` in one call (rows clamped to each array's range).
+
+    ``indices`` ``[K]`` int32; each array ``[rows, ...]``, any dtype; outputs ``[K, ...]``."""
+    if not arrays:
+        return []
+    outs = [jax.ShapeDtypeStruct(indices.shape + a.shape[1:], a.dtype) for a in arrays]
+    call = jax.ffi.ffi_call(_TARGETS["gather", None], outs, vmap_method="broadcast_all")
+    return list(call(indices, *arrays))
 
 
 def supports(dtype) -> bool:

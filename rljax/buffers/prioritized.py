@@ -30,13 +30,18 @@ import functools
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-import jax
 import jax.numpy as jnp
 from flax import struct
 
 from rljax.buffers import sum_tree
 from rljax.buffers._checks import float_in, positive_int
-from rljax.buffers.replay import _batch_valid, compact_slots, empty_storage, scatter_rows
+from rljax.buffers.replay import (
+    _batch_valid,
+    compact_slots,
+    empty_storage,
+    scatter_rows,
+    take_rows,
+)
 from rljax.types import Array, ArrayLike, PRNGKey
 
 PRIORITY_MIN = 1e-30
@@ -173,10 +178,10 @@ def sample(
         ``PrioritizedSample`` with ``indices, transition, probabilities, weights``, ``[K]``.
     """
     indices = sum_tree.stratified_sample(state.tree, key, batch_size)
-    p = sum_tree.get(state.tree, indices)
+    p, transition = take_rows((state.tree.nodes, state.storage), indices)  # nodes: leaves first
     return PrioritizedSample(
         indices=indices,
-        transition=jax.tree.map(lambda s: s[indices], state.storage),
+        transition=transition,
         probabilities=p / sum_tree.total(state.tree),
         weights=importance_weights(p, beta),
     )

@@ -25,6 +25,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
+from rljax.buffers import _native
 from rljax.buffers._checks import positive_int
 from rljax.buffers.sum_tree import uniform_index
 from rljax.types import Array, PRNGKey
@@ -137,6 +138,24 @@ def add(state: ReplayState, batch: Any, valid: Array | None = None) -> ReplaySta
     )
 
 
+def take_rows(tree: Any, indices: Array) -> Any:
+    """``jax.tree.map(lambda x: x[indices], tree)`` for ``[K]`` int ``indices``.
+
+    On CPU one native call copies the rows of every leaf (:mod:`rljax.buffers._native`):
+    XLA:CPU runs each leaf's gather as a separate task, often split over its thread pool."""
+    leaves, treedef = jax.tree.flatten(tree)
+    indices = jnp.asarray(indices, jnp.int32)
+    in_jax = lambda indices, *leaves: [x[indices] for x in leaves]
+    if not leaves or not _native.available():
+        return treedef.unflatten(in_jax(indices, *leaves))
+    rows = jax.lax.platform_dependent(
+        indices, *leaves,
+        cpu=lambda indices, *leaves: _native.gather_rows(list(leaves), indices),
+        default=in_jax,
+    )
+    return treedef.unflatten(rows)
+
+
 def sample(state: ReplayState, key: PRNGKey, batch_size: int) -> ReplaySample:
     """``batch_size`` slots drawn uniformly, with replacement, from the written slots.
 
@@ -148,7 +167,7 @@ def sample(state: ReplayState, key: PRNGKey, batch_size: int) -> ReplaySample:
         ``ReplaySample`` with ``indices [K]`` and the transitions ``[K, ...]``.
     """
     indices = uniform_index(key, batch_size, state.size)
-    return ReplaySample(indices, jax.tree.map(lambda s: s[indices], state.storage))
+    return ReplaySample(indices, take_rows(state.storage, indices))
 
 
 def can_sample(state: ReplayState, min_size: int) -> Array:

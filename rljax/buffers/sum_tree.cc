@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 #include <vector>
 
@@ -235,6 +236,50 @@ ffi::Error Set(ffi::Buffer<D> nodes, ffi::Buffer<ffi::S32> indices, ffi::Buffer<
   return ffi::Error::Success();
 }
 
+// Rows `indices` [..., K] of each array [..., rows, ...] (negative rows counted from the end,
+// then clamped to the array's range, as x[indices] in JAX), into outputs [..., K, ...]. One call for all the arrays of a sample: on
+// XLA:CPU each gather is otherwise a separate task, often split over the thread pool.
+ffi::Error GatherRows(ffi::Buffer<ffi::S32> indices, ffi::RemainingArgs arrays,
+                      ffi::RemainingRets outs) {
+  const auto id = indices.dimensions();
+  if (id.size() < 1) return ffi::Error::InvalidArgument("gather rows: indices need a rank >= 1");
+  const size_t batch_rank = id.size() - 1;
+  int64_t trees = 1;
+  for (size_t d = 0; d < batch_rank; ++d) trees *= id[d];
+  const int64_t k = id[batch_rank];
+  const int32_t* idx = indices.typed_data();
+  if (arrays.size() != outs.size()) {
+    return ffi::Error::InvalidArgument("gather rows: one output per array");
+  }
+  for (size_t a = 0; a < arrays.size(); ++a) {
+    auto in = arrays.get<ffi::AnyBuffer>(a);
+    auto out = outs.get<ffi::AnyBuffer>(a);
+    if (!in.has_value() || !out.has_value()) {
+      return ffi::Error::InvalidArgument("gather rows: arrays and outputs must be buffers");
+    }
+    const auto dims = in->dimensions();
+    if (dims.size() <= batch_rank) {
+      return ffi::Error::InvalidArgument("gather rows: array rank below the indices' batch rank");
+    }
+    const int64_t rows = dims[batch_rank];
+    if (rows < 1 || trees * rows == 0) continue;
+    const size_t row_bytes = in->size_bytes() / static_cast<size_t>(trees * rows);
+    if ((*out)->size_bytes() != row_bytes * static_cast<size_t>(trees * k)) {
+      return ffi::Error::InvalidArgument("gather rows: output shape does not match");
+    }
+    const char* src = static_cast<const char*>(in->untyped_data());
+    char* dst = static_cast<char*>((*out)->untyped_data());
+    for (int64_t t = 0; t < trees; ++t) {
+      for (int64_t i = 0; i < k; ++i) {
+        int64_t r = idx[t * k + i];
+        r = std::clamp<int64_t>(r < 0 ? r + rows : r, 0, rows - 1);  // as x[i] in JAX
+        std::memcpy(dst + (t * k + i) * row_bytes, src + (t * rows + r) * row_bytes, row_bytes);
+      }
+    }
+  }
+  return ffi::Error::Success();
+}
+
 }  // namespace
 
 #define RLJAX_FIND_HANDLER(name, D)                                          \
@@ -261,3 +306,9 @@ RLJAX_FIND_HANDLER(rljax_sum_tree_find_f32, ffi::F32);
 RLJAX_FIND_HANDLER(rljax_sum_tree_find_s32, ffi::S32);
 RLJAX_SET_HANDLER(rljax_sum_tree_set_f32, ffi::F32);
 RLJAX_SET_HANDLER(rljax_sum_tree_set_s32, ffi::S32);
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(rljax_gather_rows, GatherRows,
+                              ffi::Ffi::Bind()
+                                  .Arg<ffi::Buffer<ffi::S32>>()
+                                  .RemainingArgs()
+                                  .RemainingRets());

@@ -166,3 +166,36 @@ def test_set_is_in_place_inside_a_donated_scan():
     size = tree.nodes.shape[0]
     copies = [line for line in hlo.splitlines() if f"f32[{size}]" in line and " copy(" in line]
     assert not copies, copies
+
+
+def test_take_rows_matches_indexing_for_any_leaves():
+    """Every dtype and row shape, negative and out-of-range indices (counted from the end, then
+    clamped, as ``x[i]``), vmapped stores, and the JAX fallback."""
+    from rljax.buffers.replay import take_rows
+
+    rng = np.random.default_rng(5)
+    store = dict(
+        obs=jnp.array(rng.normal(size=(50, 4)), jnp.float32),
+        frames=jnp.array(rng.integers(0, 255, (50, 2, 3, 3)), jnp.uint8),
+        action=jnp.array(rng.integers(0, 9, 50), jnp.int32),
+        done=jnp.array(rng.random(50) < 0.5),
+        value=jnp.array(rng.normal(size=50), jnp.float16),
+        empty=jnp.zeros((50, 0), jnp.float32),
+        wide=jnp.array(rng.normal(size=(50, 3)), jnp.float64) if jax.config.x64_enabled
+        else jnp.array(rng.integers(0, 2**31, (50, 3)), jnp.uint32),
+    )
+    idx = jnp.array([0, 49, 7, 7, -1, -50, 60, -70, 3], jnp.int32)
+    expected = jax.tree.map(lambda x: np.asarray(x[idx]), store)
+    got = jax.jit(take_rows)(store, idx)
+    jax.tree.map(np.testing.assert_array_equal, jax.tree.map(np.asarray, got), expected)
+    assert "rljax_gather_rows" in jax.jit(take_rows).lower(store, idx).as_text()
+
+    stacked = jax.tree.map(lambda x: jnp.stack([x, x[::-1]]), store)
+    both = jnp.stack([idx, idx[::-1]])
+    got = jax.jit(jax.vmap(take_rows))(stacked, both)
+    for m in range(2):
+        member = jax.tree.map(lambda x, m=m: x[m], stacked)
+        jax.tree.map(np.testing.assert_array_equal,
+                     jax.tree.map(lambda x, m=m: np.asarray(x[m]), got),
+                     jax.tree.map(lambda x, m=m: np.asarray(x[both[m]]), member))
+    assert take_rows({}, idx) == {}
