@@ -1,4 +1,4 @@
-"""Native CPU kernels for the sum-tree (``sum_tree.cc``), built on first use.
+"""Native CPU kernels of the replay buffers (``kernels.cc``), built on first use.
 
 On XLA:CPU a sum-tree search or update in JAX is a chain of small gathers, reductions and
 scatters per level, each paying a fixed cost and split over the thread pool; the C++ handlers
@@ -7,7 +7,7 @@ figures). They are XLA FFI handlers, called with :func:`jax.ffi.ffi_call` inside
 scanned or vmapped program, and selected by :func:`jax.lax.platform_dependent` for the CPU
 only: other backends (GPU, TPU) run the JAX version in ``sum_tree.py``.
 
-Build: the first time a sum-tree operation is traced in a process, ``sum_tree.cc`` is compiled
+Build: the first time a sum-tree operation is traced in a process, ``kernels.cc`` is compiled
 with the C++ compiler (``$CXX``, else ``c++``/``g++``/``clang++``) against the FFI headers of
 the installed jaxlib (``jax.ffi.include_dir()``, so the headers always match the runtime) into
 a shared library cached under ``$RLJAX_CACHE_DIR`` (default ``~/.cache/rljax``), keyed by the
@@ -35,7 +35,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sum_tree.cc")
+SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kernels.cc")
 FLAGS = ("-O2", "-std=c++17", "-shared", "-fPIC", "-w")
 _TARGETS = {
     ("find", "float32"): "rljax_sum_tree_find_f32",
@@ -43,6 +43,7 @@ _TARGETS = {
     ("set", "float32"): "rljax_sum_tree_set_f32",
     ("set", "int32"): "rljax_sum_tree_set_s32",
     ("gather", None): "rljax_gather_rows",
+    ("draw", "float32"): "rljax_prioritized_draw_f32",
 }
 
 
@@ -83,11 +84,11 @@ def library_path(directory: str) -> str:
     with open(SOURCE, "rb") as f:
         digest.update(f.read())
     digest.update(" ".join((jaxlib.__version__, sys.platform, *FLAGS)).encode())
-    return os.path.join(directory, f"sum_tree_{digest.hexdigest()[:16]}.so")
+    return os.path.join(directory, f"kernels_{digest.hexdigest()[:16]}.so")
 
 
 def build(directory: str | None = None, compiler: str | None = None) -> str:
-    """Compiles ``sum_tree.cc`` into ``directory`` unless already there; returns the path.
+    """Compiles ``kernels.cc`` into ``directory`` unless already there; returns the path.
 
     Raises:
         BuildError: no compiler, or the compiler failed (its message included).
@@ -184,6 +185,21 @@ def set_leaves(
         input_output_aliases={0: 0},
     )
     return call(nodes, indices, values, **_attrs(capacity, fanout))
+
+
+def prioritized_draw(
+    nodes: jax.Array, uniforms: jax.Array, beta: jax.Array, capacity: int, fanout: int
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Stratified proportional draw from a float32 tree, ``[K]`` ``U[0, 1)`` draws in:
+    ``(indices, probabilities, weights)``, each ``[K]``, as ``prioritized.sample`` defines."""
+    k = uniforms.shape
+    call = jax.ffi.ffi_call(
+        _TARGETS["draw", "float32"],
+        (jax.ShapeDtypeStruct(k, jnp.int32), jax.ShapeDtypeStruct(k, jnp.float32),
+         jax.ShapeDtypeStruct(k, jnp.float32)),
+        vmap_method="broadcast_all",
+    )
+    return call(nodes, uniforms, jnp.asarray(beta, jnp.float32), **_attrs(capacity, fanout))
 
 
 def gather_rows(arrays: list[jax.Array], indices: jax.Array) -> list[jax.Array]:

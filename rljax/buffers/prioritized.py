@@ -30,10 +30,12 @@ import functools
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import struct
 
-from rljax.buffers import sum_tree
+from rljax.buffers import _native, sum_tree
 from rljax.buffers._checks import float_in, positive_int
 from rljax.buffers.replay import (
     _batch_valid,
@@ -177,13 +179,31 @@ def sample(
     Returns:
         ``PrioritizedSample`` with ``indices, transition, probabilities, weights``, ``[K]``.
     """
-    indices = sum_tree.stratified_sample(state.tree, key, batch_size)
-    p, transition = take_rows((state.tree.nodes, state.storage), indices)  # nodes: leaves first
+    tree = state.tree
+    unit = jax.random.uniform(key, (batch_size,), jnp.float32)  # as stratified_sample draws
+
+    def in_jax(nodes, unit, beta):
+        t = nodes[-tree.fanout :].sum()
+        indices = sum_tree.find(tree.replace(nodes=nodes), t * ((np.arange(batch_size) + unit)
+                                                              / batch_size))
+        p = nodes[indices]
+        return indices, p / t, importance_weights(p, beta)
+
+    beta = jnp.asarray(beta, jnp.float32)
+    if sum_tree._use_native(tree.nodes.dtype):
+        indices, probabilities, weights = jax.lax.platform_dependent(
+            tree.nodes, unit, beta,
+            cpu=lambda nodes, unit, beta: _native.prioritized_draw(
+                nodes, unit, beta, tree.capacity, tree.fanout),
+            default=in_jax,
+        )
+    else:
+        indices, probabilities, weights = in_jax(tree.nodes, unit, beta)
     return PrioritizedSample(
         indices=indices,
-        transition=transition,
-        probabilities=p / sum_tree.total(state.tree),
-        weights=importance_weights(p, beta),
+        transition=take_rows(state.storage, indices),
+        probabilities=probabilities,
+        weights=weights,
     )
 
 

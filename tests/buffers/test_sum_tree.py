@@ -32,7 +32,7 @@ def implementation(request):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("RLJAX_NATIVE", "1" if request.param == "native" else "0")
         if request.param == "native" and not _native.available():
-            pytest.skip("native sum-tree kernels could not be built here (see the warning)")
+            pytest.skip("native kernels turned off (RLJAX_NATIVE=0) or not buildable here")
         jax.clear_caches()
         yield request.param
     jax.clear_caches()

@@ -12,7 +12,7 @@ import pytest
 from rljax.buffers import _native, sum_tree
 
 pytestmark = pytest.mark.skipif(
-    not _native.available(), reason="native sum-tree kernels could not be built here"
+    not _native.available(), reason="native kernels turned off (RLJAX_NATIVE=0) or not buildable here"
 )
 
 

@@ -1,4 +1,5 @@
-// Sum-tree search and update as XLA FFI handlers for the CPU (see rljax/buffers/_native.py).
+// Replay-buffer kernels as XLA FFI handlers for the CPU (see rljax/buffers/_native.py): sum-tree
+// search and update, prioritized replay's stratified draw, and a multi-array row gather.
 //
 // Same layout and the same rules as rljax/buffers/sum_tree.py: levels stored one after another
 // in one flat array, leaves first, each level padded to a multiple of the fanout. A search takes,
@@ -18,6 +19,8 @@
 // indices [..., K], with the same leading shape.
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -34,6 +37,9 @@ namespace ffi = xla::ffi;
 namespace {
 
 constexpr int kMaxLevels = 64;
+// Rows are loaded this many queries ahead: a search's lower levels and a sample's rows are far
+// apart in memory, and a cold cache made a 128-query search 1.5x slower without it.
+constexpr int64_t kPrefetch = 16;
 
 // Start of each level and the end, as level_offsets() in sum_tree.py; returns the level count.
 int LevelOffsets(int64_t capacity, int64_t fanout, int64_t* offsets) {
@@ -104,7 +110,12 @@ void FindTree(const T* nodes, const int64_t* offsets, int levels, int64_t fanout
   }
   for (int level = levels - 1; level >= 0; --level) {
     const T* base = nodes + offsets[level];
+    // Below the top levels the rows are far apart: start loading the next queries' rows early.
+    for (int64_t i = 0; i < std::min<int64_t>(k, kPrefetch); ++i) {
+      __builtin_prefetch(base + row[i] * fanout);
+    }
     for (int64_t i = 0; i < k; ++i) {
+      if (i + kPrefetch < k) __builtin_prefetch(base + row[i + kPrefetch] * fanout);
       const T* children = base + row[i] * fanout;
       int64_t j;
       T e_j;
@@ -142,7 +153,9 @@ T SetTree(T* nodes, const int64_t* offsets, int levels, int64_t fanout, int64_t 
           const int32_t* indices, const T* values, int64_t k, int64_t* node) {
   int64_t written = 0;
   T largest = 0;
+  for (int64_t i = 0; i < std::min(k, kPrefetch); ++i) __builtin_prefetch(nodes + indices[i], 1);
   for (int64_t i = 0; i < k; ++i) {
+    if (i + kPrefetch < k) __builtin_prefetch(nodes + indices[i + kPrefetch], 1);
     const int64_t leaf = indices[i];
     if (leaf < 0 || leaf >= capacity) continue;  // masked write
     const T v = Sanitize(values[i]);
@@ -151,7 +164,13 @@ T SetTree(T* nodes, const int64_t* offsets, int levels, int64_t fanout, int64_t 
     node[written++] = leaf;
   }
   for (int level = 1; level < levels; ++level) {
+    for (int64_t i = 0; i < std::min(written, kPrefetch); ++i) {
+      __builtin_prefetch(nodes + offsets[level] + node[i] / fanout);
+    }
     for (int64_t i = 0; i < written; ++i) {
+      if (i + kPrefetch < written) {
+        __builtin_prefetch(nodes + offsets[level] + node[i + kPrefetch] / fanout, 1);
+      }
       const int64_t parent = fanout == 8 ? node[i] >> 3 : node[i] / fanout;
       const T* c = nodes + offsets[level - 1] + parent * fanout;
       T sum;
@@ -236,6 +255,54 @@ ffi::Error Set(ffi::Buffer<D> nodes, ffi::Buffer<ffi::S32> indices, ffi::Buffer<
   return ffi::Error::Success();
 }
 
+// Prioritized replay's stratified draw (prioritized.py): u_k = total * ((k + U_k) / K), the
+// search above, then P = p / total and w = (p_min / p) ** beta (1 where p = 0, which only an
+// empty tree gives), all in one call. float32 trees, fanout as the tree's.
+ffi::Error PrioritizedDraw(ffi::Buffer<ffi::F32> nodes, ffi::Buffer<ffi::F32> uniforms,
+                           ffi::Buffer<ffi::F32> beta, ffi::ResultBuffer<ffi::S32> indices,
+                           ffi::ResultBuffer<ffi::F32> probabilities,
+                           ffi::ResultBuffer<ffi::F32> weights, int64_t capacity,
+                           int64_t fanout) {
+  int64_t offsets[kMaxLevels];
+  const int levels = LevelOffsets(capacity, fanout, offsets);
+  int64_t trees, k;
+  if (ffi::Error e = Shapes(nodes.dimensions(), uniforms.dimensions(), offsets[levels], trees, k);
+      e.failure()) {
+    return e;
+  }
+  if (static_cast<int64_t>(beta.element_count()) != trees) {
+    return ffi::Error::InvalidArgument("prioritized draw: one beta per tree");
+  }
+  const int64_t n = offsets[levels];
+  std::vector<int64_t> row(k);
+  std::vector<float> u(k);
+  for (int64_t t = 0; t < trees; ++t) {
+    const float* tree = nodes.typed_data() + t * n;
+    const float* top = tree + offsets[levels - 1];
+    float total = 0;
+    for (int64_t m = 0; m < fanout; ++m) total += top[m];
+    const float* unit = uniforms.typed_data() + t * k;
+    float* q = u.data();
+    for (int64_t i = 0; i < k; ++i) {
+      q[i] = total * ((static_cast<float>(i) + unit[i]) / static_cast<float>(k));
+    }
+    int32_t* idx = indices->typed_data() + t * k;
+    FindTree<float>(tree, offsets, levels, fanout, capacity, q, idx, k, row.data(), q);
+    float* prob = probabilities->typed_data() + t * k;
+    float* w = weights->typed_data() + t * k;
+    float smallest = std::numeric_limits<float>::infinity();
+    for (int64_t i = 0; i < k; ++i) {
+      const float p = tree[idx[i]];
+      prob[i] = p / total;
+      w[i] = p;
+      if (p > 0) smallest = std::min(smallest, p);
+    }
+    const float b = beta.typed_data()[t];
+    for (int64_t i = 0; i < k; ++i) w[i] = w[i] > 0 ? std::pow(smallest / w[i], b) : 1.0f;
+  }
+  return ffi::Error::Success();
+}
+
 // Rows `indices` [..., K] of each array [..., rows, ...] (negative rows counted from the end,
 // then clamped to the array's range, as x[indices] in JAX), into outputs [..., K, ...]. One call for all the arrays of a sample: on
 // XLA:CPU each gather is otherwise a separate task, often split over the thread pool.
@@ -269,11 +336,16 @@ ffi::Error GatherRows(ffi::Buffer<ffi::S32> indices, ffi::RemainingArgs arrays,
     }
     const char* src = static_cast<const char*>(in->untyped_data());
     char* dst = static_cast<char*>((*out)->untyped_data());
+    auto source = [&](int64_t t, int64_t i) {
+      int64_t r = idx[t * k + i];
+      r = std::clamp<int64_t>(r < 0 ? r + rows : r, 0, rows - 1);  // as x[i] in JAX
+      return src + (t * rows + r) * row_bytes;
+    };
     for (int64_t t = 0; t < trees; ++t) {
+      for (int64_t i = 0; i < std::min(k, kPrefetch); ++i) __builtin_prefetch(source(t, i));
       for (int64_t i = 0; i < k; ++i) {
-        int64_t r = idx[t * k + i];
-        r = std::clamp<int64_t>(r < 0 ? r + rows : r, 0, rows - 1);  // as x[i] in JAX
-        std::memcpy(dst + (t * k + i) * row_bytes, src + (t * rows + r) * row_bytes, row_bytes);
+        if (i + kPrefetch < k) __builtin_prefetch(source(t, i + kPrefetch));
+        std::memcpy(dst + (t * k + i) * row_bytes, source(t, i), row_bytes);
       }
     }
   }
@@ -306,6 +378,17 @@ RLJAX_FIND_HANDLER(rljax_sum_tree_find_f32, ffi::F32);
 RLJAX_FIND_HANDLER(rljax_sum_tree_find_s32, ffi::S32);
 RLJAX_SET_HANDLER(rljax_sum_tree_set_f32, ffi::F32);
 RLJAX_SET_HANDLER(rljax_sum_tree_set_s32, ffi::S32);
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(rljax_prioritized_draw_f32, PrioritizedDraw,
+                              ffi::Ffi::Bind()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Arg<ffi::Buffer<ffi::F32>>()
+                                  .Ret<ffi::Buffer<ffi::S32>>()
+                                  .Ret<ffi::Buffer<ffi::F32>>()
+                                  .Ret<ffi::Buffer<ffi::F32>>()
+                                  .Attr<int64_t>("capacity")
+                                  .Attr<int64_t>("fanout"));
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(rljax_gather_rows, GatherRows,
                               ffi::Ffi::Bind()
