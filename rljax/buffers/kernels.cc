@@ -153,9 +153,7 @@ T SetTree(T* nodes, const int64_t* offsets, int levels, int64_t fanout, int64_t 
           const int32_t* indices, const T* values, int64_t k, int64_t* node) {
   int64_t written = 0;
   T largest = 0;
-  for (int64_t i = 0; i < std::min(k, kPrefetch); ++i) __builtin_prefetch(nodes + indices[i], 1);
   for (int64_t i = 0; i < k; ++i) {
-    if (i + kPrefetch < k) __builtin_prefetch(nodes + indices[i + kPrefetch], 1);
     const int64_t leaf = indices[i];
     if (leaf < 0 || leaf >= capacity) continue;  // masked write
     const T v = Sanitize(values[i]);
@@ -164,13 +162,7 @@ T SetTree(T* nodes, const int64_t* offsets, int levels, int64_t fanout, int64_t 
     node[written++] = leaf;
   }
   for (int level = 1; level < levels; ++level) {
-    for (int64_t i = 0; i < std::min(written, kPrefetch); ++i) {
-      __builtin_prefetch(nodes + offsets[level] + node[i] / fanout);
-    }
     for (int64_t i = 0; i < written; ++i) {
-      if (i + kPrefetch < written) {
-        __builtin_prefetch(nodes + offsets[level] + node[i + kPrefetch] / fanout, 1);
-      }
       const int64_t parent = fanout == 8 ? node[i] >> 3 : node[i] / fanout;
       const T* c = nodes + offsets[level - 1] + parent * fanout;
       T sum;
