@@ -14,6 +14,13 @@ per level plus a fixed cost per level; on XLA:CPU, 128 stratified draws from 100
 took 12 us at fanout 8, 20 us at 16 and 28 us at 4 (32 draws: 7, 9 and 14 us), hence 8.
 Nothing touches a whole level, so with a donated state every operation is in place.
 
+On CPU, :func:`find` and :func:`set` run as native kernels instead (one XLA FFI call each,
+in place, same rules; :mod:`rljax.buffers._native`), chosen when the program is lowered;
+other backends run the JAX version below. In a scan over 100k leaves the kernels took 3.5 us
+for 128 queries (JAX: 11-15) and 1.6 us to write 128 leaves (JAX: 5.3-6.6). Both follow the
+descent of point 3 below, so the guarantees hold for either; they may disagree on a query
+within float32 rounding of a boundary, since they add the prefix sums in different orders.
+
 Numerics (float32 trees; integer trees are exact and need none of this):
 
 1. **No drift, duplicates safe.** ``set`` writes the leaves, then recomputes every ancestor as
