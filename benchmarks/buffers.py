@@ -21,6 +21,10 @@ reference figures for flashbax were taken) and ``scan`` (64 operations inside on
 program argument, adds and updates carry it donated, so neither times a copy of the buffer).
 Atari sampling is not timed in a scan: keeping
 megabytes of sampled frames alive per op would time the checksum, not the buffer.
+
+On CPU rljax's sum-tree, prioritized draw and row gather run as native kernels
+(:mod:`rljax.buffers._native`); ``RLJAX_NATIVE=0 python -m benchmarks.buffers`` times the
+pure-JAX version that other backends run.
 """
 
 from __future__ import annotations

@@ -179,23 +179,32 @@ T SetTree(T* nodes, const int64_t* offsets, int levels, int64_t fanout, int64_t 
   return largest;
 }
 
-// Batch size and row lengths of a tree array [..., N] and a query array [..., K].
-ffi::Error Shapes(ffi::AnyBuffer::Dimensions nodes, ffi::AnyBuffer::Dimensions batch,
-                  int64_t expected_nodes, int64_t& trees, int64_t& k) {
+// A tree array [..., N] with its queries or indices [..., K]: the level offsets, the number of
+// trees (the product of the leading dimensions, which must match) and K.
+struct Layout {
+  int64_t offsets[kMaxLevels];
+  int levels;
+  int64_t n, trees, k;
+};
+
+ffi::Error MakeLayout(int64_t capacity, int64_t fanout, ffi::AnyBuffer::Dimensions nodes,
+                      ffi::AnyBuffer::Dimensions batch, Layout& layout) {
+  layout.levels = LevelOffsets(capacity, fanout, layout.offsets);
+  layout.n = layout.offsets[layout.levels];
   if (nodes.size() < 1 || batch.size() != nodes.size()) {
     return ffi::Error::InvalidArgument("sum tree: tree and query ranks do not match");
   }
-  if (nodes[nodes.size() - 1] != expected_nodes) {
+  if (nodes[nodes.size() - 1] != layout.n) {
     return ffi::Error::InvalidArgument("sum tree: node count does not match capacity/fanout");
   }
-  trees = 1;
+  layout.trees = 1;
   for (size_t d = 0; d + 1 < nodes.size(); ++d) {
     if (nodes[d] != batch[d]) {
       return ffi::Error::InvalidArgument("sum tree: batch dimensions do not match");
     }
-    trees *= nodes[d];
+    layout.trees *= nodes[d];
   }
-  k = batch[batch.size() - 1];
+  layout.k = batch[batch.size() - 1];
   return ffi::Error::Success();
 }
 
@@ -203,18 +212,16 @@ template <ffi::DataType D>
 ffi::Error Find(ffi::Buffer<D> nodes, ffi::Buffer<D> queries, ffi::ResultBuffer<ffi::S32> out,
                 int64_t capacity, int64_t fanout) {
   using T = ffi::NativeType<D>;
-  int64_t offsets[kMaxLevels];
-  const int levels = LevelOffsets(capacity, fanout, offsets);
-  int64_t trees, k;
-  if (ffi::Error e = Shapes(nodes.dimensions(), queries.dimensions(), offsets[levels], trees, k);
+  Layout L;
+  if (ffi::Error e = MakeLayout(capacity, fanout, nodes.dimensions(), queries.dimensions(), L);
       e.failure()) {
     return e;
   }
-  const int64_t n = offsets[levels];
+  const int64_t n = L.n, trees = L.trees, k = L.k;
   std::vector<int64_t> row(k);
   std::vector<T> u(k);
   for (int64_t t = 0; t < trees; ++t) {
-    FindTree<T>(nodes.typed_data() + t * n, offsets, levels, fanout, capacity,
+    FindTree<T>(nodes.typed_data() + t * n, L.offsets, L.levels, fanout, capacity,
                 queries.typed_data() + t * k, out->typed_data() + t * k, k, row.data(),
                 u.data());
   }
@@ -226,14 +233,12 @@ ffi::Error Set(ffi::Buffer<D> nodes, ffi::Buffer<ffi::S32> indices, ffi::Buffer<
                ffi::ResultBuffer<D> out, ffi::ResultBuffer<D> largest, int64_t capacity,
                int64_t fanout) {
   using T = ffi::NativeType<D>;
-  int64_t offsets[kMaxLevels];
-  const int levels = LevelOffsets(capacity, fanout, offsets);
-  int64_t trees, k;
-  if (ffi::Error e = Shapes(nodes.dimensions(), indices.dimensions(), offsets[levels], trees, k);
+  Layout L;
+  if (ffi::Error e = MakeLayout(capacity, fanout, nodes.dimensions(), indices.dimensions(), L);
       e.failure()) {
     return e;
   }
-  const int64_t n = offsets[levels];
+  const int64_t n = L.n, trees = L.trees, k = L.k;
   T* result = out->typed_data();
   if (result != nodes.typed_data()) {  // not aliased (the input is still live): copy first
     std::copy(nodes.typed_data(), nodes.typed_data() + trees * n, result);
@@ -241,7 +246,7 @@ ffi::Error Set(ffi::Buffer<D> nodes, ffi::Buffer<ffi::S32> indices, ffi::Buffer<
   std::vector<int64_t> node(k);
   for (int64_t t = 0; t < trees; ++t) {
     largest->typed_data()[t] =
-        SetTree<T>(result + t * n, offsets, levels, fanout, capacity,
+        SetTree<T>(result + t * n, L.offsets, L.levels, fanout, capacity,
                    indices.typed_data() + t * k, values.typed_data() + t * k, k, node.data());
   }
   return ffi::Error::Success();
@@ -255,22 +260,20 @@ ffi::Error PrioritizedDraw(ffi::Buffer<ffi::F32> nodes, ffi::Buffer<ffi::F32> un
                            ffi::ResultBuffer<ffi::F32> probabilities,
                            ffi::ResultBuffer<ffi::F32> weights, int64_t capacity,
                            int64_t fanout) {
-  int64_t offsets[kMaxLevels];
-  const int levels = LevelOffsets(capacity, fanout, offsets);
-  int64_t trees, k;
-  if (ffi::Error e = Shapes(nodes.dimensions(), uniforms.dimensions(), offsets[levels], trees, k);
+  Layout L;
+  if (ffi::Error e = MakeLayout(capacity, fanout, nodes.dimensions(), uniforms.dimensions(), L);
       e.failure()) {
     return e;
   }
+  const int64_t n = L.n, trees = L.trees, k = L.k;
   if (static_cast<int64_t>(beta.element_count()) != trees) {
     return ffi::Error::InvalidArgument("prioritized draw: one beta per tree");
   }
-  const int64_t n = offsets[levels];
   std::vector<int64_t> row(k);
   std::vector<float> u(k);
   for (int64_t t = 0; t < trees; ++t) {
     const float* tree = nodes.typed_data() + t * n;
-    const float* top = tree + offsets[levels - 1];
+    const float* top = tree + L.offsets[L.levels - 1];
     float total = 0;
     for (int64_t m = 0; m < fanout; ++m) total += top[m];
     const float* unit = uniforms.typed_data() + t * k;
@@ -279,7 +282,7 @@ ffi::Error PrioritizedDraw(ffi::Buffer<ffi::F32> nodes, ffi::Buffer<ffi::F32> un
       q[i] = total * ((static_cast<float>(i) + unit[i]) / static_cast<float>(k));
     }
     int32_t* idx = indices->typed_data() + t * k;
-    FindTree<float>(tree, offsets, levels, fanout, capacity, q, idx, k, row.data(), q);
+    FindTree<float>(tree, L.offsets, L.levels, fanout, capacity, q, idx, k, row.data(), q);
     float* prob = probabilities->typed_data() + t * k;
     float* w = weights->typed_data() + t * k;
     float smallest = std::numeric_limits<float>::infinity();
