@@ -169,13 +169,15 @@ def find(nodes: jax.Array, queries: jax.Array, capacity: int, fanout: int) -> ja
 
 
 def set_leaves(
-    nodes: jax.Array, indices: jax.Array, values: jax.Array, capacity: int, fanout: int
+    nodes: jax.Array, indices: jax.Array, values: jax.Array, capacity: int, fanout: int,
+    limit: jax.Array | int | None = None, floor: jax.Array | float = 0,
 ) -> tuple[jax.Array, jax.Array]:
     """``nodes`` with leaves ``indices`` set to sanitized ``values`` and their ancestors
-    recomputed, and the largest value written (``[]``, 0 if none).
+    recomputed, and ``max(floor, largest value written)`` (``[]``).
 
     The output aliases ``nodes``: with a donated or loop-carried tree the update is in place.
-    Indices outside ``[0, capacity)`` are ignored; duplicates keep the last value."""
+    Indices outside ``[0, limit)`` (default ``capacity``) are ignored; duplicates keep the
+    last value."""
     target = _TARGETS["set", jnp.dtype(nodes.dtype).name]
     call = jax.ffi.ffi_call(
         target,
@@ -184,7 +186,9 @@ def set_leaves(
         vmap_method="broadcast_all",
         input_output_aliases={0: 0},
     )
-    return call(nodes, indices, values, **_attrs(capacity, fanout))
+    limit = jnp.asarray(capacity if limit is None else limit, jnp.int32)
+    return call(nodes, indices, values, limit, jnp.asarray(floor, nodes.dtype),
+                **_attrs(capacity, fanout))
 
 
 def prioritized_draw(

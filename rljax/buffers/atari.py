@@ -276,8 +276,9 @@ def update_priorities(
     indices = jnp.asarray(indices, jnp.int32).reshape(-1)
     p = priority(jnp.reshape(td_errors, indices.shape), alpha, eps)
     keep = (sum_tree.get(state.tree, indices) > 0) & ~jnp.isnan(p)
-    tree, largest = sum_tree.set_and_max(state.tree, jnp.where(keep, indices, -1), p)
-    return state.replace(tree=tree, max_priority=jnp.maximum(state.max_priority, largest))
+    tree, max_priority = sum_tree.set_and_max(
+        state.tree, jnp.where(keep, indices, -1), p, running_max=state.max_priority)
+    return state.replace(tree=tree, max_priority=max_priority)
 
 
 def can_sample(state: AtariState, min_size: int) -> Array:

@@ -6,9 +6,10 @@
 // at each level, the last child c_i with c_i > 0 and exclusive prefix E_i <= u, then continues
 // with u <- max(u - E_i, 0); the guarantee that it never ends on a zero leaf does not depend on
 // the order in which E is summed, so the SSE prefix sum below keeps it. An update writes the
-// leaves in batch order (the last duplicate wins), sanitized as in sum_tree.py, recomputes
-// every ancestor of a written leaf from its children, bottom-up, and returns the largest value
-// written (prioritized replay's running maximum, without another pass over the batch).
+// leaves below a limit in batch order (the last duplicate wins), sanitized as in sum_tree.py,
+// recomputes every ancestor of a written leaf from its children, bottom-up, and returns the
+// largest value written raised to a floor (prioritized replay's running maximum, without
+// another pass over the batch).
 //
 // Why native code: on XLA:CPU each of the per-level gathers, reductions and scatters of the
 // JAX version pays a fixed cost and is split over the thread pool; here a whole search or update
@@ -147,15 +148,16 @@ void FindTree(const T* nodes, const int64_t* offsets, int levels, int64_t fanout
 inline float Sanitize(float v) { return v >= 1.17549435e-38f ? std::min(v, 1e30f) : 0.0f; }
 inline int32_t Sanitize(int32_t v) { return std::max(v, 0); }
 
-// Returns the largest value written (0 if none).
+// Writes the entries with 0 <= index < limit (limit <= capacity); returns the largest value
+// written (0 if none).
 template <typename T>
-T SetTree(T* nodes, const int64_t* offsets, int levels, int64_t fanout, int64_t capacity,
+T SetTree(T* nodes, const int64_t* offsets, int levels, int64_t fanout, int64_t limit,
           const int32_t* indices, const T* values, int64_t k, int64_t* node) {
   int64_t written = 0;
   T largest = 0;
   for (int64_t i = 0; i < k; ++i) {
     const int64_t leaf = indices[i];
-    if (leaf < 0 || leaf >= capacity) continue;  // masked write
+    if (leaf < 0 || leaf >= limit) continue;  // masked write
     const T v = Sanitize(values[i]);
     nodes[leaf] = v;
     largest = std::max(largest, v);
@@ -230,8 +232,8 @@ ffi::Error Find(ffi::Buffer<D> nodes, ffi::Buffer<D> queries, ffi::ResultBuffer<
 
 template <ffi::DataType D>
 ffi::Error Set(ffi::Buffer<D> nodes, ffi::Buffer<ffi::S32> indices, ffi::Buffer<D> values,
-               ffi::ResultBuffer<D> out, ffi::ResultBuffer<D> largest, int64_t capacity,
-               int64_t fanout) {
+               ffi::Buffer<ffi::S32> limit, ffi::Buffer<D> floor, ffi::ResultBuffer<D> out,
+               ffi::ResultBuffer<D> largest, int64_t capacity, int64_t fanout) {
   using T = ffi::NativeType<D>;
   Layout L;
   if (ffi::Error e = MakeLayout(capacity, fanout, nodes.dimensions(), indices.dimensions(), L);
@@ -239,15 +241,21 @@ ffi::Error Set(ffi::Buffer<D> nodes, ffi::Buffer<ffi::S32> indices, ffi::Buffer<
     return e;
   }
   const int64_t n = L.n, trees = L.trees, k = L.k;
+  if (static_cast<int64_t>(limit.element_count()) != trees ||
+      static_cast<int64_t>(floor.element_count()) != trees) {
+    return ffi::Error::InvalidArgument("sum tree set: one limit and one floor per tree");
+  }
   T* result = out->typed_data();
   if (result != nodes.typed_data()) {  // not aliased (the input is still live): copy first
     std::copy(nodes.typed_data(), nodes.typed_data() + trees * n, result);
   }
   std::vector<int64_t> node(k);
   for (int64_t t = 0; t < trees; ++t) {
-    largest->typed_data()[t] =
-        SetTree<T>(result + t * n, L.offsets, L.levels, fanout, capacity,
-                   indices.typed_data() + t * k, values.typed_data() + t * k, k, node.data());
+    const int64_t written = std::clamp<int64_t>(limit.typed_data()[t], 0, capacity);
+    const T top = SetTree<T>(result + t * n, L.offsets, L.levels, fanout, written,
+                             indices.typed_data() + t * k, values.typed_data() + t * k, k,
+                             node.data());
+    largest->typed_data()[t] = std::max(floor.typed_data()[t], top);
   }
   return ffi::Error::Success();
 }
@@ -361,6 +369,8 @@ ffi::Error GatherRows(ffi::Buffer<ffi::S32> indices, ffi::RemainingArgs arrays,
 #define RLJAX_SET_HANDLER(name, D)                                           \
   XLA_FFI_DEFINE_HANDLER_SYMBOL(name, Set<D>,                                \
                                 ffi::Ffi::Bind()                             \
+                                    .Arg<ffi::Buffer<D>>()                   \
+                                    .Arg<ffi::Buffer<ffi::S32>>()            \
                                     .Arg<ffi::Buffer<D>>()                   \
                                     .Arg<ffi::Buffer<ffi::S32>>()            \
                                     .Arg<ffi::Buffer<D>>()                   \

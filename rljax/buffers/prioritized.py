@@ -110,11 +110,14 @@ def importance_weights(p: Array, beta: ArrayLike) -> Array:
 
 
 def _set_priorities(
-    state: PrioritizedState, slots: Array, p: Array, keep: Array, unique: bool = False
+    state: PrioritizedState, slots: Array, p: Array, size: Array | None = None,
+    unique: bool = False,
 ) -> PrioritizedState:
-    # A NaN priority is stored as 0 (sanitized by the tree), and does not count in the max.
-    tree, largest = sum_tree.set_and_max(state.tree, jnp.where(keep, slots, -1), p, unique=unique)
-    return state.replace(tree=tree, max_priority=jnp.maximum(state.max_priority, largest))
+    # Slots at or above `size` (default capacity) are not written; a NaN priority is stored as
+    # 0 (sanitized by the tree) and does not count in the max.
+    tree, max_priority = sum_tree.set_and_max(
+        state.tree, slots, p, unique=unique, size=size, running_max=state.max_priority)
+    return state.replace(tree=tree, max_priority=max_priority)
 
 
 def init(example: Any, capacity: int) -> PrioritizedState:
@@ -157,7 +160,7 @@ def add(
         p = jnp.broadcast_to(state.max_priority, valid.shape)
     else:
         p = priority(jnp.reshape(td_errors, valid.shape), alpha, eps)
-    state = _set_priorities(state, slots, p, slots < state.capacity, unique=True)
+    state = _set_priorities(state, slots, p, unique=True)  # unused slots are `capacity`
     return state.replace(
         storage=scatter_rows(state.storage, slots, batch),
         cursor=(state.cursor + count) % state.capacity,
@@ -225,7 +228,7 @@ def update_priorities(
     """
     indices = jnp.asarray(indices, jnp.int32).reshape(-1)
     p = priority(jnp.reshape(td_errors, indices.shape), alpha, eps)
-    return _set_priorities(state, indices, p, (indices >= 0) & (indices < state.size))
+    return _set_priorities(state, indices, p, size=state.size)
 
 
 def can_sample(state: PrioritizedState, min_size: int) -> Array:

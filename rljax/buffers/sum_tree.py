@@ -205,28 +205,47 @@ def set(  # noqa: A001
 
 
 def set_and_max(
-    state: SumTreeState, indices: ArrayLike, values: ArrayLike, unique: bool = False
+    state: SumTreeState,
+    indices: ArrayLike,
+    values: ArrayLike,
+    unique: bool = False,
+    size: ArrayLike | None = None,
+    running_max: ArrayLike | None = None,
 ) -> tuple[SumTreeState, Array]:
-    """:func:`set`, also returning the largest sanitized value among the in-range entries
-    (duplicates included, 0 if none), ``[]``: prioritized replay's running maximum, computed
-    by the native kernel in the same pass."""
+    """:func:`set` restricted to ``indices < size``, also returning the running maximum.
+
+    Args:
+        state, indices, values, unique: as for :func:`set`.
+        size: ``[]`` int, only leaves below it are written (default ``capacity``): a buffer's
+            written slots.
+        running_max: ``[]``, a maximum to raise (default 0).
+
+    Returns:
+        The tree, and ``max(running_max, largest sanitized value among the written entries)``
+        (duplicates included), ``[]``: prioritized replay's running maximum, computed by the
+        native kernel in the same pass.
+    """
     node = jnp.asarray(indices, jnp.int32).reshape(-1)
     dtype = state.nodes.dtype
     values = jnp.asarray(values).reshape(-1).astype(dtype)
     cap, f = state.capacity, state.fanout
+    limit = jnp.asarray(cap if size is None else size, jnp.int32)
+    floor = jnp.zeros((), dtype) if running_max is None else jnp.asarray(running_max, dtype)
 
-    def in_jax(nodes, node, values):
+    def in_jax(nodes, node, values, limit, floor):
         values = _sanitize(values, dtype)
-        in_range = (node >= 0) & (node < cap)
-        largest = jnp.max(jnp.where(in_range, values, 0), initial=0).astype(dtype)
-        return _set_jax(nodes, node, values, cap, f, unique), largest
+        written = (node >= 0) & (node < jnp.minimum(limit, cap))
+        largest = jnp.max(jnp.where(written, values, 0), initial=0).astype(dtype)
+        nodes = _set_jax(nodes, jnp.where(written, node, -1), values, cap, f, unique)
+        return nodes, jnp.maximum(floor, largest)
 
+    args = (state.nodes, node, values, limit, floor)
     if not _use_native(dtype):
-        nodes, largest = in_jax(state.nodes, node, values)
+        nodes, largest = in_jax(*args)
     else:
         nodes, largest = jax.lax.platform_dependent(
-            state.nodes, node, values,
-            cpu=lambda nodes, node, values: _native.set_leaves(nodes, node, values, cap, f),
+            *args,
+            cpu=lambda *a: _native.set_leaves(*a[:3], cap, f, limit=a[3], floor=a[4]),
             default=in_jax,
         )
     return state.replace(nodes=nodes), largest

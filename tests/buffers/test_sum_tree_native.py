@@ -95,6 +95,20 @@ def test_set_and_max_sanitizes_alike(native, monkeypatch):
         sum_tree.init(4, jnp.int32), jnp.array([0, 1, 2]), jnp.array([-3, 4, 2]))
     np.testing.assert_array_equal(np.asarray(ints.leaves), [0, 4, 2, 0])
     assert int(top) == 4 and top.dtype == jnp.int32
+    # only leaves below `size` are written; the running maximum only rises
+    tree, top = jax.jit(sum_tree.set_and_max)(
+        sum_tree.init(6), jnp.array([0, 2, 3, 5]), jnp.array([1.0, 4.0, 9.0, 2.0]),
+        size=jnp.int32(3), running_max=jnp.float32(3.0))
+    np.testing.assert_array_equal(np.asarray(tree.leaves), [1.0, 0, 4.0, 0, 0, 0])
+    assert float(top) == 4.0 and float(sum_tree.total(tree)) == 5.0
+    _, top = jax.jit(sum_tree.set_and_max)(
+        sum_tree.init(6), jnp.array([1]), jnp.array([2.0]), running_max=jnp.float32(3.0))
+    assert float(top) == 3.0
+    members = jax.jit(jax.vmap(lambda s, m: sum_tree.set_and_max(
+        sum_tree.init(4), jnp.arange(4), jnp.arange(1.0, 5.0), size=s, running_max=m)))(
+        jnp.array([1, 4]), jnp.array([0.5, 9.0]))
+    np.testing.assert_array_equal(np.asarray(members[0].nodes[:, :4]), [[1, 0, 0, 0], [1, 2, 3, 4]])
+    np.testing.assert_array_equal(np.asarray(members[1]), [1.0, 9.0])
     monkeypatch.undo()
     jax.clear_caches()
 
