@@ -15,10 +15,13 @@ and prioritized, n = 3). Operations: add 8 transitions (one per env), sample 32 
 (obs, action, reward, done), sampled as (first, second) pairs, so its Atari item stores one
 4-frame stack.
 
-Two timings per operation: ``call`` (one jitted call each, dispatch included, as the
-reference figures for flashbax were taken) and ``scan`` (64 operations inside one compiled
-``lax.scan``, as in a training loop, where dispatch disappears; samples read the state as a
-program argument, adds and updates carry it donated, so neither times a copy of the buffer).
+Three timings per operation: ``call`` (one jitted call each, dispatch included, as the
+reference figures for flashbax were taken), ``scan`` (a 64-operation compiled ``lax.scan``,
+as in a training loop, where dispatch disappears; its time / 64) and ``marginal`` (the
+cost of each further operation in a compiled scan, from 64- and 320-operation scans:
+what a training loop pays per operation once its fixed per-program cost is amortized).
+Samples read the state as a program argument, adds and updates carry it donated, so none
+times a copy of the buffer.
 Atari sampling is not timed in a scan: keeping
 megabytes of sampled frames alive per op would time the checksum, not the buffer.
 
@@ -97,64 +100,79 @@ def run_round_robin(cases: list[Case], reps: int, warmup: int = 20) -> list[dict
     ]
 
 
-def run_in_scan(cases: list[Case], reps: int, length: int = 64) -> dict[tuple, float]:
-    """Median microseconds per operation when ``length`` of them run inside one compiled
-    ``lax.scan``, as in a training loop: per-call dispatch is amortized away.
+SCAN_LENGTHS = (64, 320)
+
+
+def scan_program(case: Case, length: int) -> tuple[Callable, Any]:
+    """``length`` operations of ``case`` in one compiled ``lax.scan``, and its input.
 
     ``add`` and ``update`` carry the (donated) state through the scan, as a loop does.
     ``sample`` reads a state passed to the compiled program as an argument: carrying it
     unchanged would make the program return a fresh copy of the whole buffer each call
     (megabytes), which is no part of sampling and would be charged to it."""
-    looped, inputs, skipped = [], [], set()
-    for case in cases:
+    if case.stateful and sum(x.size for x in jax.tree.leaves(case.inputs[0])) > 2**16:
+        # Atari adds: slicing a stacked input of megabytes per step would time the slice
+        # (in a loop the step's frames come straight from the env); add one batch each time.
+        def add_scan(state, batch, fn=case.fn):
+            return jax.lax.scan(lambda s, _: (fn(s, *batch), None), state, None, length)
+
+        return jax.jit(add_scan, donate_argnums=0), case.inputs[0]
+    xs = [case.inputs[i % len(case.inputs)] for i in range(length)]
+    stacked = jax.tree.map(lambda *x: jnp.stack(x), *xs)
+    if case.stateful:
+        def carry_scan(state, xs, fn=case.fn):
+            return jax.lax.scan(lambda s, args: (fn(s, *args), None), state, xs)
+
+        return jax.jit(carry_scan, donate_argnums=0), stacked
+
+    def read_scan(state, xs, fn=case.fn):
+        def body(total, args):
+            # Consume every sampled array so that nothing is dead code.
+            out = fn(state, *args)
+            return total + sum(jnp.sum(y.astype(jnp.float32)) for y in jax.tree.leaves(out)), None
+
+        return jax.lax.scan(body, jnp.zeros(()), xs)[0]
+
+    return jax.jit(read_scan), stacked
+
+
+def run_in_scan(cases: list[Case], reps: int) -> dict[tuple, tuple[float, float] | None]:
+    """Per operation inside compiled scans, as in a training loop, where per-call dispatch
+    disappears: ``(median time of a 64-op scan / 64, marginal cost)``, in microseconds.
+
+    The marginal cost is ``(T_320 - T_64) / 256`` from the medians of a 320-op and a 64-op
+    scan of the same operation: what each further operation adds once the program runs. A
+    64-op program also carries a fixed cost per execution (launch, first touches of the
+    state: 70-750 us here, for rljax and flashbax alike), which a training chunk of thousands
+    of operations amortizes away but the 64-op figure still spreads over its operations."""
+    runs = []  # (case index, length, program, input)
+    for j, case in enumerate(cases):
         if not case.stateful:
             out = jax.eval_shape(case.fn, case.chain["state"], *case.inputs[0])
             if max(x.size for x in jax.tree.leaves(out)) > 2**16:
-                # Consuming megabytes of sampled frames per op would time the checksum.
-                skipped.add((case.buffer, case.transition, case.op))
-        if case.stateful and sum(x.size for x in jax.tree.leaves(case.inputs[0])) > 2**16:
-            # Atari adds: slicing a stacked input of megabytes per step would time the slice
-            # (in a loop the step's frames come straight from the env); add one batch each time.
-            inputs.append(case.inputs[0])
-
-            def scan(state, batch, fn=case.fn):
-                return jax.lax.scan(lambda s, _: (fn(s, *batch), None), state, None, length)
-
-            looped.append(jax.jit(scan, donate_argnums=0))
-            continue
-        xs = [case.inputs[i % len(case.inputs)] for i in range(length)]
-        inputs.append(jax.tree.map(lambda *x: jnp.stack(x), *xs))
-        if case.stateful:
-            def scan(state, xs, fn=case.fn):
-                return jax.lax.scan(lambda s, args: (fn(s, *args), None), state, xs)
-
-            looped.append(jax.jit(scan, donate_argnums=0))
-        else:
-            def scan(state, xs, fn=case.fn):
-                def body(total, args):
-                    # Consume every sampled array so that nothing is dead code.
-                    out = fn(state, *args)
-                    return total + sum(jnp.sum(y.astype(jnp.float32))
-                                       for y in jax.tree.leaves(out)), None
-
-                return jax.lax.scan(body, jnp.zeros(()), xs)[0]
-
-            looped.append(jax.jit(scan))
-    times = [[] for _ in cases]
+                continue  # consuming megabytes of sampled frames per op would time the checksum
+        for length in SCAN_LENGTHS:
+            runs.append((j, length, *scan_program(case, length)))
+    times: dict[tuple[int, int], list[float]] = {}
     for i in range(reps + 2):
-        for j, case in enumerate(cases):
-            if (case.buffer, case.transition, case.op) in skipped:
-                continue
+        for j, length, program, xs in runs:
+            case = cases[j]
             start = time.perf_counter()
-            out = jax.block_until_ready(looped[j](case.chain["state"], inputs[j]))
+            out = jax.block_until_ready(program(case.chain["state"], xs))
             if i >= 2:
-                times[j].append(time.perf_counter() - start)
+                times.setdefault((j, length), []).append(time.perf_counter() - start)
             if case.stateful:
                 case.chain["state"] = out[0]
-    return {
-        (c.buffer, c.transition, c.op): float(np.median(t) * 1e6 / length) if t else None
-        for c, t in zip(cases, times, strict=True)
-    }
+    short, long = SCAN_LENGTHS
+    result = {}
+    for j, c in enumerate(cases):
+        if (j, short) not in times:
+            result[(c.buffer, c.transition, c.op)] = None
+            continue
+        t_short, t_long = (float(np.median(times[(j, n)])) for n in SCAN_LENGTHS)
+        result[(c.buffer, c.transition, c.op)] = (
+            t_short * 1e6 / short, (t_long - t_short) * 1e6 / (long - short))
+    return result
 
 
 def cartpole_batch(rng: np.random.Generator, b: int) -> NStepTransition:
@@ -311,22 +329,24 @@ def table(rows: list[dict]) -> str:
     """rljax's timings with flashbax's for the same transition kind and operation."""
     fbx = {(r["transition"], r["op"]): r for r in rows if r["buffer"] == "flashbax"}
     lines = [
-        "per call (jitted, median of calls; min) and in a compiled scan (median per op), us",
+        "us per op: per call (jitted, median; min), in a 64-op compiled scan (median / 64), "
+        "and marginal in a compiled scan ((T320 - T64) / 256); x = flashbax / rljax",
         f"{'transition':<9} {'op':<20} {'buffer':<11} {'call':>7} {'(min)':>7} "
-        f"{'fbx call':>8} {'ratio':>6} {'scan':>7} {'fbx scan':>8} {'ratio':>6}",
+        f"{'fbx':>7} {'x':>5} {'scan':>6} {'fbx':>6} {'x':>5} {'marg.':>6} {'fbx':>6} {'x':>5}",
     ]
     cell = lambda x, w, f=".1f": f"{x:{w}{f}}" if x is not None else f"{'-':>{w}}"
+    ratio = lambda a, b: a / b if a is not None and b else None
     for r in rows:
         if r["buffer"] == "flashbax":
             continue
         ref = fbx.get((r["transition"], r["op"]), {})
-        call, scan = ref.get("us"), ref.get("in_scan_us")
-        lines.append(
-            f"{r['transition']:<9} {r['op']:<20} {r['buffer']:<11} {r['us']:7.1f} "
-            f"{r['min_us']:7.1f} {cell(call, 8)} "
-            f"{cell(call / r['us'] if call else None, 5)}x {cell(r['in_scan_us'], 7)} "
-            f"{cell(scan, 8)} {cell(scan / r['in_scan_us'] if scan else None, 5)}x"
-        )
+        cols = [f"{r['transition']:<9} {r['op']:<20} {r['buffer']:<11} {r['us']:7.1f}",
+                cell(r["min_us"], 7)]
+        for key, w in (("us", 7), ("in_scan_us", 6), ("marginal_us", 6)):
+            if key != "us":
+                cols.append(cell(r.get(key), w))
+            cols += [cell(ref.get(key), w), cell(ratio(ref.get(key), r.get(key)), 5, ".1f") + "x"]
+        lines.append(" ".join(cols))
     return "\n".join(lines)
 
 
@@ -354,7 +374,8 @@ def main(argv: list[str] | None = None) -> dict:
         kind_rows = run_round_robin(cases, args.reps)
         in_scan = run_in_scan(cases, max(3, args.reps // 25))
         for r in kind_rows:
-            r["in_scan_us"] = in_scan[(r["buffer"], r["transition"], r["op"])]
+            scan = in_scan[(r["buffer"], r["transition"], r["op"])]
+            r["in_scan_us"], r["marginal_us"] = scan if scan else (None, None)
         rows += kind_rows
         del cases
     memory = atari_memory(CAPACITY)
