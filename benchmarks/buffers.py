@@ -143,7 +143,7 @@ def run_in_scan(cases: list[Case], reps: int) -> dict[tuple, tuple[float, float]
     The marginal cost is ``(T_320 - T_64) / 256`` from the medians of a 320-op and a 64-op
     scan of the same operation: what each further operation adds once the program runs. A
     64-op program also carries a fixed cost per execution (launch, first touches of the
-    state: 70-750 us here, for rljax and flashbax alike), which a training chunk of thousands
+    state: 90-750 us here, for rljax and flashbax alike), which a training chunk of thousands
     of operations amortizes away but the 64-op figure still spreads over its operations."""
     runs = []  # (case index, length, program, input)
     for j, case in enumerate(cases):
