@@ -29,7 +29,8 @@ FNS = {
 }
 JIT = pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
 
-floats = st.floats(-10, 10, width=32)
+# No subnormals: XLA:CPU flushes them to zero, so argmax over [0, 1e-45] differs from NumPy's.
+floats = st.floats(-10, 10, width=32, allow_subnormal=False)
 q_values = hnp.arrays(np.float32, (B, A), elements=floats)
 scalars = hnp.arrays(np.float32, (B,), elements=floats)
 # Discounts gamma^m (1 - terminated): zeros (terminal) mixed with values in (0, 1].
