@@ -164,8 +164,12 @@ T SetTree(T* nodes, const int64_t* offsets, int levels, int64_t fanout, int64_t 
     node[written++] = leaf;
   }
   for (int level = 1; level < levels; ++level) {
+    // Consecutive entries with the same parent (sampled slots come sorted) compute it once.
+    int64_t parents = 0;
     for (int64_t i = 0; i < written; ++i) {
       const int64_t parent = fanout == 8 ? node[i] >> 3 : node[i] / fanout;
+      if (parents > 0 && node[parents - 1] == parent) continue;
+      node[parents++] = parent;
       const T* c = nodes + offsets[level - 1] + parent * fanout;
       T sum;
       if (fanout == 8) {
@@ -175,8 +179,8 @@ T SetTree(T* nodes, const int64_t* offsets, int levels, int64_t fanout, int64_t 
         for (int64_t m = 0; m < fanout; ++m) sum += c[m];
       }
       nodes[offsets[level] + parent] = sum;
-      node[i] = parent;
     }
+    written = parents;
   }
   return largest;
 }
