@@ -22,6 +22,10 @@ to ``[1e-30, 1e30]`` so a written slot never rounds to zero and the total cannot
 a NaN TD error gives its slot priority 0 (never replayed until overwritten).
 ``update_priorities`` ignores indices that are not written slots, and duplicate indices keep
 the last value.
+
+On CPU a sample's stratified draw (search, probabilities and weights) and its gather of rows,
+and a priority write with its running maximum, are each one native call
+(:mod:`rljax.buffers._native`); other backends run the JAX composition, same rules.
 """
 
 from __future__ import annotations
