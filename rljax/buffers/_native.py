@@ -155,6 +155,15 @@ def available() -> bool:
     return enabled() and _load()
 
 
+def dispatch(native, fallback, *args, supported: bool = True):
+    """``native(*args)`` when lowered for the CPU and the kernels are built (and ``supported``),
+    else ``fallback(*args)``: the JAX version, which every other backend lowers. The choice is
+    made when the program is traced and lowered, never at run time."""
+    if not (supported and available()):
+        return fallback(*args)
+    return jax.lax.platform_dependent(*args, cpu=native, default=fallback)
+
+
 def _attrs(capacity: int, fanout: int) -> dict:
     return dict(capacity=np.int64(capacity), fanout=np.int64(fanout))
 

@@ -21,9 +21,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 #include <vector>
 
@@ -311,8 +311,9 @@ ffi::Error PrioritizedDraw(ffi::Buffer<ffi::F32> nodes, ffi::Buffer<ffi::F32> un
 }
 
 // Rows `indices` [..., K] of each array [..., rows, ...] (negative rows counted from the end,
-// then clamped to the array's range, as x[indices] in JAX), into outputs [..., K, ...]. One call for all the arrays of a sample: on
-// XLA:CPU each gather is otherwise a separate task, often split over the thread pool.
+// then clamped to the array's range, as x[indices] in JAX), into outputs [..., K, ...]. One
+// call for all the arrays of a sample: on XLA:CPU each gather is otherwise a separate task,
+// often split over the thread pool.
 ffi::Error GatherRows(ffi::Buffer<ffi::S32> indices, ffi::RemainingArgs arrays,
                       ffi::RemainingRets outs) {
   const auto id = indices.dimensions();

@@ -36,7 +36,6 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from flax import struct
 
 from rljax.buffers import _native, sum_tree
@@ -190,22 +189,16 @@ def sample(
     unit = jax.random.uniform(key, (batch_size,), jnp.float32)  # as stratified_sample draws
 
     def in_jax(nodes, unit, beta):
-        t = nodes[-tree.fanout :].sum()
-        indices = sum_tree.find(tree.replace(nodes=nodes), t * ((np.arange(batch_size) + unit)
-                                                              / batch_size))
+        here = tree.replace(nodes=nodes)
+        indices = sum_tree.stratified_find(here, unit)
         p = nodes[indices]
-        return indices, p / t, importance_weights(p, beta)
+        return indices, p / sum_tree.total(here), importance_weights(p, beta)
 
-    beta = jnp.asarray(beta, jnp.float32)
-    if sum_tree._use_native(tree.nodes.dtype):
-        indices, probabilities, weights = jax.lax.platform_dependent(
-            tree.nodes, unit, beta,
-            cpu=lambda nodes, unit, beta: _native.prioritized_draw(
-                nodes, unit, beta, tree.capacity, tree.fanout),
-            default=in_jax,
-        )
-    else:
-        indices, probabilities, weights = in_jax(tree.nodes, unit, beta)
+    indices, probabilities, weights = _native.dispatch(
+        lambda nodes, unit, beta: _native.prioritized_draw(
+            nodes, unit, beta, tree.capacity, tree.fanout),
+        in_jax, tree.nodes, unit, jnp.asarray(beta, jnp.float32),
+    )
     return PrioritizedSample(
         indices=indices,
         transition=take_rows(state.storage, indices),

@@ -145,13 +145,10 @@ def take_rows(tree: Any, indices: Array) -> Any:
     XLA:CPU runs each leaf's gather as a separate task, often split over its thread pool."""
     leaves, treedef = jax.tree.flatten(tree)
     indices = jnp.asarray(indices, jnp.int32)
-    in_jax = lambda indices, *leaves: [x[indices] for x in leaves]
-    if not leaves or not _native.available():
-        return treedef.unflatten(in_jax(indices, *leaves))
-    rows = jax.lax.platform_dependent(
-        indices, *leaves,
-        cpu=lambda indices, *leaves: _native.gather_rows(list(leaves), indices),
-        default=in_jax,
+    rows = _native.dispatch(
+        lambda indices, *leaves: _native.gather_rows(list(leaves), indices),
+        lambda indices, *leaves: [x[indices] for x in leaves],
+        indices, *leaves, supported=bool(leaves),
     )
     return treedef.unflatten(rows)
 

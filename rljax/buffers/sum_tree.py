@@ -239,15 +239,10 @@ def set_and_max(
         nodes = _set_jax(nodes, jnp.where(written, node, -1), values, cap, f, unique)
         return nodes, jnp.maximum(floor, largest)
 
-    args = (state.nodes, node, values, limit, floor)
-    if not _use_native(dtype):
-        nodes, largest = in_jax(*args)
-    else:
-        nodes, largest = jax.lax.platform_dependent(
-            *args,
-            cpu=lambda *a: _native.set_leaves(*a[:3], cap, f, limit=a[3], floor=a[4]),
-            default=in_jax,
-        )
+    nodes, largest = _native.dispatch(
+        lambda *a: _native.set_leaves(*a[:3], cap, f, limit=a[3], floor=a[4]),
+        in_jax, state.nodes, node, values, limit, floor, supported=_native.supports(dtype),
+    )
     return state.replace(nodes=nodes), largest
 
 
@@ -293,11 +288,10 @@ def find(state: SumTreeState, queries: ArrayLike) -> Array:
     dtype = state.nodes.dtype
     u = jnp.asarray(queries, dtype).reshape(-1)
     cap, f = state.capacity, state.fanout
-    in_jax = lambda nodes, u: _find_jax(nodes, u, cap, f)
-    if not _use_native(dtype):
-        return in_jax(state.nodes, u)
-    return jax.lax.platform_dependent(
-        state.nodes, u, cpu=lambda nodes, u: _native.find(nodes, u, cap, f), default=in_jax
+    return _native.dispatch(
+        lambda nodes, u: _native.find(nodes, u, cap, f),
+        lambda nodes, u: _find_jax(nodes, u, cap, f),
+        state.nodes, u, supported=_native.supports(dtype),
     )
 
 
@@ -326,11 +320,6 @@ def _find_jax(nodes: Array, u: Array, capacity: int, f: int) -> Array:
     row = jnp.zeros(u.shape, jnp.int32)
     row, _ = jax.lax.fori_loop(0, len(offsets) - 1, child_level, (row, u))
     return jnp.minimum(row, capacity - 1)
-
-
-def _use_native(dtype) -> bool:
-    """Trace-time choice: the native CPU kernels exist for this dtype and are built."""
-    return _native.supports(dtype) and _native.available()
 
 
 def uniform_index(key: PRNGKey, batch_size: int, n: Array) -> Array:
@@ -367,16 +356,22 @@ def stratified_sample(state: SumTreeState, key: PRNGKey, batch_size: int) -> Arr
     Returns:
         ``[K]`` int32 leaf indices, in segment order.
     """
+    if _is_float(state.nodes.dtype):
+        return stratified_find(state, jax.random.uniform(key, (batch_size,), state.nodes.dtype))
     k = np.arange(batch_size)
     t = total(state)
-    if _is_float(state.nodes.dtype):
-        frac = (k + jax.random.uniform(key, (batch_size,), t.dtype)) / batch_size
-        return find(state, t * frac)
     # k * T / K without overflowing int32: k * (T // K) + k * (T % K) // K.
     q, r = t // batch_size, t % batch_size
     lo = k * q + (k * r) // batch_size
     hi = (k + 1) * q + ((k + 1) * r) // batch_size
     return find(state, lo + uniform_index(key, batch_size, hi - lo))
+
+
+def stratified_find(state: SumTreeState, unit: Array) -> Array:
+    """Float trees: the leaves at ``u_k = total * (k + unit_k) / K`` for ``[K]`` draws
+    ``unit`` in ``[0, 1)``, one in each of ``K`` equal segments of the total."""
+    k = unit.shape[0]
+    return find(state, total(state) * ((np.arange(k) + unit) / k))
 
 
 def from_values(
