@@ -16,10 +16,11 @@ and prioritized, n = 3). Operations: add 8 transitions (one per env), sample 32 
 4-frame stack.
 
 Three timings per operation: ``call`` (one jitted call each, dispatch included, as the
-reference figures for flashbax were taken), ``scan`` (a 64-operation compiled ``lax.scan``,
-as in a training loop, where dispatch disappears; its time / 64) and ``marginal`` (the
-cost of each further operation in a compiled scan, from 64- and 320-operation scans:
-what a training loop pays per operation once its fixed per-program cost is amortized).
+reference figures for flashbax were taken), ``scan`` (a 1024-operation compiled
+``lax.scan``, as in a training loop's chunk, where dispatch disappears; its time / 1024) and
+``marginal`` (the cost of each further operation in a compiled scan, from 128- and
+1024-operation scans: what a training loop pays per operation once its fixed per-program
+cost is amortized).
 Samples read the state as a program argument, adds and updates carry it donated, so none
 times a copy of the buffer.
 Atari sampling is not timed in a scan: keeping
@@ -100,7 +101,7 @@ def run_round_robin(cases: list[Case], reps: int, warmup: int = 20) -> list[dict
     ]
 
 
-SCAN_LENGTHS = (64, 320)
+SCAN_LENGTHS = (128, 1024)  # marginal from both, the per-op figure from the longer
 
 
 def scan_program(case: Case, length: int) -> tuple[Callable, Any]:
@@ -138,13 +139,14 @@ def scan_program(case: Case, length: int) -> tuple[Callable, Any]:
 
 def run_in_scan(cases: list[Case], reps: int) -> dict[tuple, tuple[float, float] | None]:
     """Per operation inside compiled scans, as in a training loop, where per-call dispatch
-    disappears: ``(median time of a 64-op scan / 64, marginal cost)``, in microseconds.
+    disappears: ``(median time of a 1024-op scan / 1024, marginal cost)``, in microseconds.
 
-    The marginal cost is ``(T_320 - T_64) / 256`` from the medians of a 320-op and a 64-op
-    scan of the same operation: what each further operation adds once the program runs. A
-    64-op program also carries a fixed cost per execution (launch, first touches of the
-    state: 90-750 us here, for rljax and flashbax alike), which a training chunk of thousands
-    of operations amortizes away but the 64-op figure still spreads over its operations."""
+    The marginal cost is ``(T_1024 - T_128) / 896`` from the medians of a 1024-op and a
+    128-op scan of the same operation: what each further operation adds once the program
+    runs. Every program also carries a fixed cost per execution (dispatch, launch, first
+    touches of the state: 40-750 us here, for rljax and flashbax alike); a training chunk of
+    thousands of operations amortizes it, and so does the 1024-op figure (earlier versions
+    timed 64-op scans, where it was most of an update's "per-op" time)."""
     runs = []  # (case index, length, program, input)
     for j, case in enumerate(cases):
         if not case.stateful:
@@ -171,7 +173,7 @@ def run_in_scan(cases: list[Case], reps: int) -> dict[tuple, tuple[float, float]
             continue
         t_short, t_long = (float(np.median(times[(j, n)])) for n in SCAN_LENGTHS)
         result[(c.buffer, c.transition, c.op)] = (
-            t_short * 1e6 / short, (t_long - t_short) * 1e6 / (long - short))
+            t_long * 1e6 / long, (t_long - t_short) * 1e6 / (long - short))
     return result
 
 
@@ -328,9 +330,11 @@ def atari_memory(capacity: int) -> dict:
 def table(rows: list[dict]) -> str:
     """rljax's timings with flashbax's for the same transition kind and operation."""
     fbx = {(r["transition"], r["op"]): r for r in rows if r["buffer"] == "flashbax"}
+    short, long = SCAN_LENGTHS
     lines = [
-        "us per op: per call (jitted, median; min), in a 64-op compiled scan (median / 64), "
-        "and marginal in a compiled scan ((T320 - T64) / 256); x = flashbax / rljax",
+        f"us per op: per call (jitted, median; min), in a {long}-op compiled scan "
+        f"(median / {long}), and marginal in a compiled scan ((T{long} - T{short}) / "
+        f"{long - short}); x = flashbax / rljax",
         f"{'transition':<9} {'op':<20} {'buffer':<11} {'call':>7} {'(min)':>7} "
         f"{'fbx':>7} {'x':>5} {'scan':>6} {'fbx':>6} {'x':>5} {'marg.':>6} {'fbx':>6} {'x':>5}",
     ]
@@ -372,7 +376,7 @@ def main(argv: list[str] | None = None) -> dict:
             else:
                 cases += fbx_cases
         kind_rows = run_round_robin(cases, args.reps)
-        in_scan = run_in_scan(cases, max(3, args.reps // 25))
+        in_scan = run_in_scan(cases, max(5, args.reps // 10))
         for r in kind_rows:
             scan = in_scan[(r["buffer"], r["transition"], r["op"])]
             r["in_scan_us"], r["marginal_us"] = scan if scan else (None, None)

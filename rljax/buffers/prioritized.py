@@ -101,8 +101,20 @@ class PrioritizedBuffer(NamedTuple):
 
 
 def priority(td_errors: ArrayLike, alpha: float, eps: float) -> Array:
-    """``p = (|delta| + eps) ** alpha``, clipped to ``[1e-30, 1e30]``; NaN stays NaN."""
-    p = (jnp.abs(jnp.asarray(td_errors, jnp.float32)) + eps) ** alpha
+    """``p = (|delta| + eps) ** alpha``, clipped to ``[1e-30, 1e30]``; NaN stays NaN.
+
+    The power is taken as ``exp(alpha * log(x))`` (exact for alpha 0, 1 and 0.5, where it is
+    1, ``x`` and ``sqrt(x)``): XLA:CPU vectorizes ``exp`` and ``log`` but calls a scalar
+    ``pow`` per element, which made ``pow`` a quarter of a 32-slot priority update. Relative
+    error: below ``3e-7 + 1.5e-7 |alpha ln x|`` (the float32 exponent's rounding), e.g.
+    1.5e-6 at alpha 0.6 and ``|delta|`` 1e6, where XLA's ``pow`` is within 8e-7 (tested
+    against float64).
+    """
+    x = jnp.abs(jnp.asarray(td_errors, jnp.float32)) + jnp.float32(eps)
+    if isinstance(alpha, (int, float)) and alpha in (0, 1, 0.5):
+        p = {0: jnp.ones_like(x), 1: x, 0.5: jnp.sqrt(x)}[alpha]
+    else:  # x = 0 gives exp(-inf) = 0, x = inf gives inf, as the power does (alpha > 0)
+        p = jnp.where(alpha == 0, 1.0, jnp.exp(alpha * jnp.log(x)))
     return jnp.clip(p, PRIORITY_MIN, PRIORITY_MAX)
 
 
