@@ -20,7 +20,9 @@ reference figures for flashbax were taken), ``scan`` (a 1024-operation compiled
 ``lax.scan``, as in a training loop's chunk, where dispatch disappears; its time / 1024) and
 ``marginal`` (the cost of each further operation in a compiled scan, from 128- and
 1024-operation scans: what a training loop pays per operation once its fixed per-program
-cost is amortized).
+cost is amortized). A ``no-op (dispatch)`` row times a jitted call that takes the
+prioritized CartPole state (donated) and an update's arguments and returns the state: the
+per-call floor that JAX's dispatch sets for any buffer.
 Samples read the state as a program argument, adds and updates carry it donated, so none
 times a copy of the buffer.
 Atari sampling is not timed in a scan: keeping
@@ -257,6 +259,12 @@ def rljax_cases(kind: str, rng: np.random.Generator) -> list[Case]:
                 ]
                 update = jax.jit(buf.update_priorities, donate_argnums=0)
                 cases.append(Case(name, kind, f"update {k}", update, main, inputs, True))
+            if kind == "cartpole":
+                # The per-call floor: a jitted call that takes the same donated state and
+                # arguments and does nothing. Per-call figures above it are dispatch.
+                noop = jax.jit(lambda state, *args: state, donate_argnums=0)
+                floor = {"state": copy_state(main["state"])}
+                cases.append(Case(name, kind, "no-op (dispatch)", noop, floor, inputs, True))
     return cases
 
 
