@@ -43,7 +43,7 @@ _TARGETS = {
     ("set", "float32"): "rljax_sum_tree_set_f32",
     ("set", "int32"): "rljax_sum_tree_set_s32",
     ("gather", None): "rljax_gather_rows",
-    ("draw", "float32"): "rljax_prioritized_draw_f32",
+    ("draw", "float32"): "rljax_stratified_draw_f32",
 }
 
 
@@ -200,19 +200,18 @@ def set_leaves(
                 **_attrs(capacity, fanout))
 
 
-def prioritized_draw(
-    nodes: jax.Array, uniforms: jax.Array, beta: jax.Array, capacity: int, fanout: int
-) -> tuple[jax.Array, jax.Array, jax.Array]:
+def stratified_draw(
+    nodes: jax.Array, uniforms: jax.Array, capacity: int, fanout: int
+) -> tuple[jax.Array, jax.Array]:
     """Stratified proportional draw from a float32 tree, ``[K]`` ``U[0, 1)`` draws in:
-    ``(indices, probabilities, weights)``, each ``[K]``, as ``prioritized.sample`` defines."""
+    ``(indices, leaf values)``, each ``[K]``, as ``sum_tree.stratified_draw`` defines."""
     k = uniforms.shape
     call = jax.ffi.ffi_call(
         _TARGETS["draw", "float32"],
-        (jax.ShapeDtypeStruct(k, jnp.int32), jax.ShapeDtypeStruct(k, jnp.float32),
-         jax.ShapeDtypeStruct(k, jnp.float32)),
+        (jax.ShapeDtypeStruct(k, jnp.int32), jax.ShapeDtypeStruct(k, jnp.float32)),
         vmap_method="broadcast_all",
     )
-    return call(nodes, uniforms, jnp.asarray(beta, jnp.float32), **_attrs(capacity, fanout))
+    return call(nodes, uniforms, **_attrs(capacity, fanout))
 
 
 def gather_rows(arrays: list[jax.Array], indices: jax.Array) -> list[jax.Array]:

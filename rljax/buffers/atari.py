@@ -253,8 +253,8 @@ def sample(
         uniform mode gives ``weights = 1``.
     """
     if jnp.issubdtype(state.tree.nodes.dtype, jnp.floating):
-        slots = sum_tree.stratified_sample(state.tree, key, batch_size)
-        p = sum_tree.get(state.tree, slots)
+        unit = jax.random.uniform(key, (batch_size,), state.tree.nodes.dtype)
+        slots, p = sum_tree.stratified_draw(state.tree, unit)
         probabilities, weights = p / sum_tree.total(state.tree), importance_weights(p, beta)
     else:
         slots = sum_tree.sample(state.tree, key, batch_size)

@@ -1,5 +1,5 @@
 // Replay-buffer kernels as XLA FFI handlers for the CPU (see rljax/buffers/_native.py): sum-tree
-// search and update, prioritized replay's stratified draw, and a multi-array row gather.
+// search and update, the stratified draw of prioritized replay, and a multi-array row gather.
 //
 // Same layout and the same rules as rljax/buffers/sum_tree.py: levels stored one after another
 // in one flat array, leaves first, each level padded to a multiple of the fanout. A search takes,
@@ -264,23 +264,20 @@ ffi::Error Set(ffi::Buffer<D> nodes, ffi::Buffer<ffi::S32> indices, ffi::Buffer<
   return ffi::Error::Success();
 }
 
-// Prioritized replay's stratified draw (prioritized.py): u_k = total * ((k + U_k) / K), the
-// search above, then P = p / total and w = (p_min / p) ** beta (1 where p = 0, which only an
-// empty tree gives), all in one call. float32 trees, fanout as the tree's.
-ffi::Error PrioritizedDraw(ffi::Buffer<ffi::F32> nodes, ffi::Buffer<ffi::F32> uniforms,
-                           ffi::Buffer<ffi::F32> beta, ffi::ResultBuffer<ffi::S32> indices,
-                           ffi::ResultBuffer<ffi::F32> probabilities,
-                           ffi::ResultBuffer<ffi::F32> weights, int64_t capacity,
-                           int64_t fanout) {
+// Stratified draw (sum_tree.stratified_draw): u_k = total * ((k + U_k) / K), the search above,
+// and the leaves' values, in one call (an XLA gather of K leaves costs more than the search's
+// last level). Float32 trees; probabilities and importance weights are left to the caller's
+// JAX code, where XLA vectorizes their exp/log (a scalar powf per draw was a quarter of the
+// call).
+ffi::Error StratifiedDraw(ffi::Buffer<ffi::F32> nodes, ffi::Buffer<ffi::F32> uniforms,
+                          ffi::ResultBuffer<ffi::S32> indices, ffi::ResultBuffer<ffi::F32> values,
+                          int64_t capacity, int64_t fanout) {
   Layout L;
   if (ffi::Error e = MakeLayout(capacity, fanout, nodes.dimensions(), uniforms.dimensions(), L);
       e.failure()) {
     return e;
   }
   const int64_t n = L.n, trees = L.trees, k = L.k;
-  if (static_cast<int64_t>(beta.element_count()) != trees) {
-    return ffi::Error::InvalidArgument("prioritized draw: one beta per tree");
-  }
   std::vector<int64_t> row(k);
   std::vector<float> u(k);
   for (int64_t t = 0; t < trees; ++t) {
@@ -295,17 +292,8 @@ ffi::Error PrioritizedDraw(ffi::Buffer<ffi::F32> nodes, ffi::Buffer<ffi::F32> un
     }
     int32_t* idx = indices->typed_data() + t * k;
     FindTree<float>(tree, L.offsets, L.levels, fanout, capacity, q, idx, k, row.data(), q);
-    float* prob = probabilities->typed_data() + t * k;
-    float* w = weights->typed_data() + t * k;
-    float smallest = std::numeric_limits<float>::infinity();
-    for (int64_t i = 0; i < k; ++i) {
-      const float p = tree[idx[i]];
-      prob[i] = p / total;
-      w[i] = p;
-      if (p > 0) smallest = std::min(smallest, p);
-    }
-    const float b = beta.typed_data()[t];
-    for (int64_t i = 0; i < k; ++i) w[i] = w[i] > 0 ? std::pow(smallest / w[i], b) : 1.0f;
+    float* value = values->typed_data() + t * k;
+    for (int64_t i = 0; i < k; ++i) value[i] = tree[idx[i]];
   }
   return ffi::Error::Success();
 }
@@ -389,13 +377,11 @@ RLJAX_FIND_HANDLER(rljax_sum_tree_find_s32, ffi::S32);
 RLJAX_SET_HANDLER(rljax_sum_tree_set_f32, ffi::F32);
 RLJAX_SET_HANDLER(rljax_sum_tree_set_s32, ffi::S32);
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(rljax_prioritized_draw_f32, PrioritizedDraw,
+XLA_FFI_DEFINE_HANDLER_SYMBOL(rljax_stratified_draw_f32, StratifiedDraw,
                               ffi::Ffi::Bind()
                                   .Arg<ffi::Buffer<ffi::F32>>()
                                   .Arg<ffi::Buffer<ffi::F32>>()
-                                  .Arg<ffi::Buffer<ffi::F32>>()
                                   .Ret<ffi::Buffer<ffi::S32>>()
-                                  .Ret<ffi::Buffer<ffi::F32>>()
                                   .Ret<ffi::Buffer<ffi::F32>>()
                                   .Attr<int64_t>("capacity")
                                   .Attr<int64_t>("fanout"));

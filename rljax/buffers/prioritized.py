@@ -23,9 +23,10 @@ a NaN TD error gives its slot priority 0 (never replayed until overwritten).
 ``update_priorities`` ignores indices that are not written slots, and duplicate indices keep
 the last value.
 
-On CPU a sample's stratified draw (search, probabilities and weights) and its gather of rows,
-and a priority write with its running maximum, are each one native call
-(:mod:`rljax.buffers._native`); other backends run the JAX composition, same rules.
+On CPU a sample's stratified draw (search and leaf values) and its gather of rows, and a
+priority write with its running maximum, are each one native call
+(:mod:`rljax.buffers._native`); other backends run the JAX composition, same rules. The
+probabilities and importance weights are computed by the same JAX code everywhere.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from rljax.buffers import _native, sum_tree
+from rljax.buffers import sum_tree
 from rljax.buffers._checks import float_in, positive_int
 from rljax.buffers.replay import (
     _batch_valid,
@@ -119,9 +120,12 @@ def priority(td_errors: ArrayLike, alpha: float, eps: float) -> Array:
 
 
 def importance_weights(p: Array, beta: ArrayLike) -> Array:
-    """``[K]`` weights ``(p_min / p_i) ** beta`` = ``(N P(i))^-beta / max_j (N P(j))^-beta``."""
+    """``[K]`` weights ``(p_min / p_i) ** beta`` = ``(N P(i))^-beta / max_j (N P(j))^-beta``.
+
+    Taken as ``exp(beta * log(p_min / p_i))``, as :func:`priority` takes its power (XLA:CPU
+    vectorizes exp and log, not pow): relative error below ``3e-7 + 1.5e-7 |beta ln r|``."""
     p = jnp.where(p > 0, p, jnp.inf)  # only reachable with an empty tree
-    return jnp.where(jnp.isfinite(p), (jnp.min(p) / p) ** beta, 1.0)
+    return jnp.where(jnp.isfinite(p), jnp.exp(beta * jnp.log(jnp.min(p) / p)), 1.0)
 
 
 def _set_priorities(
@@ -199,18 +203,8 @@ def sample(
     """
     tree = state.tree
     unit = jax.random.uniform(key, (batch_size,), jnp.float32)  # as stratified_sample draws
-
-    def in_jax(nodes, unit, beta):
-        here = tree.replace(nodes=nodes)
-        indices = sum_tree.stratified_find(here, unit)
-        p = nodes[indices]
-        return indices, p / sum_tree.total(here), importance_weights(p, beta)
-
-    indices, probabilities, weights = _native.dispatch(
-        lambda nodes, unit, beta: _native.prioritized_draw(
-            nodes, unit, beta, tree.capacity, tree.fanout),
-        in_jax, tree.nodes, unit, jnp.asarray(beta, jnp.float32),
-    )
+    indices, p = sum_tree.stratified_draw(tree, unit)
+    probabilities, weights = p / sum_tree.total(tree), importance_weights(p, beta)
     return PrioritizedSample(
         indices=indices,
         transition=take_rows(state.storage, indices),

@@ -374,6 +374,23 @@ def stratified_find(state: SumTreeState, unit: Array) -> Array:
     return find(state, total(state) * ((np.arange(k) + unit) / k))
 
 
+def stratified_draw(state: SumTreeState, unit: Array) -> tuple[Array, Array]:
+    """:func:`stratified_find` and the drawn leaves' values: ``(indices, values)``, ``[K]``.
+
+    Float32 trees on CPU: one native call (search and leaf read), elsewhere the JAX version
+    (the same search, then :func:`get`)."""
+    unit = jnp.asarray(unit, state.nodes.dtype)
+
+    def in_jax(nodes, unit):
+        indices = stratified_find(state.replace(nodes=nodes), unit)
+        return indices, nodes[indices]
+
+    return _native.dispatch(
+        lambda nodes, unit: _native.stratified_draw(nodes, unit, state.capacity, state.fanout),
+        in_jax, state.nodes, unit, supported=jnp.dtype(state.nodes.dtype) == jnp.float32,
+    )
+
+
 def from_values(
     values: ArrayLike, capacity: int, dtype: jnp.dtype = jnp.float32, fanout: int = DEFAULT_FANOUT
 ) -> SumTreeState:

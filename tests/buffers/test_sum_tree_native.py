@@ -79,6 +79,27 @@ def test_find_agrees_with_jax_version(capacity, fanout, dtype):
             assert cum[j] - 1e-5 * cum[-1] <= float(u[i]) <= cum[j + 1] + 1e-5 * cum[-1]
 
 
+@pytest.mark.parametrize("capacity,fanout", [(100_000, 8), (1000, 3), (5, 8)])
+def test_stratified_draw_agrees_with_find_and_get(capacity, fanout):
+    """The native draw returns stratified_find's leaves (single and vmapped trees) and their
+    values; it lowers to one call."""
+    rng = np.random.default_rng(capacity)
+    state = random_tree(rng, capacity, fanout)
+    state = state.replace(nodes=state.nodes.at[0].set(0.0)) if capacity < 8 else state
+    unit = jnp.array(rng.random((3, 128)), jnp.float32)
+    draw = jax.jit(jax.vmap(lambda u: sum_tree.stratified_draw(state, u)))
+    idx, values = (np.asarray(x) for x in draw(unit))
+    assert "rljax_stratified_draw_f32" in draw.lower(unit).as_text()
+    leaves = np.asarray(state.leaves)
+    for m in range(3):
+        np.testing.assert_array_equal(idx[m], np.asarray(sum_tree.stratified_find(state, unit[m])))
+        np.testing.assert_array_equal(values[m], leaves[idx[m]])
+    assert np.all(values > 0) and np.all(np.diff(idx, axis=1) >= 0)  # segment order
+    trees = jax.tree.map(lambda x: jnp.stack([x, x]), state)
+    both = jax.jit(jax.vmap(sum_tree.stratified_draw))(trees, unit[:2])
+    np.testing.assert_array_equal(np.asarray(both[0]), idx[:2])
+
+
 @pytest.mark.parametrize("native", [True, False])
 def test_set_and_max_sanitizes_alike(native, monkeypatch):
     monkeypatch.setenv("RLJAX_NATIVE", "1" if native else "0")
@@ -217,7 +238,7 @@ def test_take_rows_matches_indexing_for_any_leaves():
 
 
 def test_prioritized_sample_agrees_with_jax_version(monkeypatch):
-    """The native stratified draw (search, probabilities, weights in one call) against the JAX
+    """The native stratified draw (search and leaf values in one call) against the JAX
     composition, single and vmapped buffers, on priorities spanning nine decades."""
     from rljax.buffers import make_prioritized
 
