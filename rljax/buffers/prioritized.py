@@ -125,7 +125,10 @@ def importance_weights(p: Array, beta: ArrayLike) -> Array:
     Taken as ``exp(beta * log(p_min / p_i))``, as :func:`priority` takes its power (XLA:CPU
     vectorizes exp and log, not pow): relative error below ``3e-7 + 1.5e-7 |beta ln r|``."""
     p = jnp.where(p > 0, p, jnp.inf)  # only reachable with an empty tree
-    return jnp.where(jnp.isfinite(p), jnp.exp(beta * jnp.log(jnp.min(p) / p)), 1.0)
+    # p_min / p underflows below 1e-38 when a batch spans > 38 decades: keep log finite there,
+    # so that beta = 0 gives 1, not 0 * -inf (the weight is ~0 for beta > 0 either way).
+    ratio = jnp.maximum(jnp.min(p) / p, jnp.finfo(jnp.float32).tiny)
+    return jnp.where(jnp.isfinite(p), jnp.exp(beta * jnp.log(ratio)), 1.0)
 
 
 def _set_priorities(

@@ -218,6 +218,13 @@ def test_importance_weights_formula():
         np.testing.assert_allclose(
             np.asarray(prioritized.importance_weights(p, beta)), w / w.max(), rtol=1e-6
         )
+    # Priorities 60 decades apart (the clip's extremes): p_min / p underflows, no NaN.
+    extreme = jnp.array([prioritized.PRIORITY_MIN, prioritized.PRIORITY_MAX, 1.0], jnp.float32)
+    np.testing.assert_array_equal(np.asarray(prioritized.importance_weights(extreme, 0.0)), 1.0)
+    w = np.asarray(jax.jit(prioritized.importance_weights)(extreme, 1.0))
+    assert w[0] == 1.0 and 0 <= w[1] < 1e-37 and w[2] == pytest.approx(1e-30, rel=1e-5)
+    np.testing.assert_array_equal(  # an empty tree's zeros weigh 1
+        np.asarray(prioritized.importance_weights(jnp.zeros(3), 0.4)), 1.0)
 
 
 def test_vmap_over_seeds():
