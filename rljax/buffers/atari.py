@@ -47,7 +47,7 @@ from flax import struct
 from rljax.buffers import sum_tree
 from rljax.buffers._checks import float_in, positive_int
 from rljax.buffers.nstep import NStepTransition, window_returns
-from rljax.buffers.prioritized import PrioritizedSample, importance_weights, priority
+from rljax.buffers.prioritized import PrioritizedSample, priority, proportional_draw
 from rljax.types import Array, ArrayLike, PRNGKey, Transition
 
 
@@ -253,9 +253,7 @@ def sample(
         uniform mode gives ``weights = 1``.
     """
     if jnp.issubdtype(state.tree.nodes.dtype, jnp.floating):
-        unit = jax.random.uniform(key, (batch_size,), state.tree.nodes.dtype)
-        slots, p = sum_tree.stratified_draw(state.tree, unit)
-        probabilities, weights = p / sum_tree.total(state.tree), importance_weights(p, beta)
+        slots, probabilities, weights = proportional_draw(state.tree, key, batch_size, beta)
     else:
         slots = sum_tree.sample(state.tree, key, batch_size)
         probabilities = jnp.full(batch_size, 1.0) / jnp.maximum(state.size, 1)

@@ -112,8 +112,13 @@ def priority(td_errors: ArrayLike, alpha: float, eps: float) -> Array:
     against float64).
     """
     x = jnp.abs(jnp.asarray(td_errors, jnp.float32)) + jnp.float32(eps)
-    if isinstance(alpha, (int, float)) and alpha in (0, 1, 0.5):
-        p = {0: jnp.ones_like(x), 1: x, 0.5: jnp.sqrt(x)}[alpha]
+    static = isinstance(alpha, (int, float))
+    if static and alpha == 0:
+        p = jnp.ones_like(x)
+    elif static and alpha == 1:
+        p = x
+    elif static and alpha == 0.5:
+        p = jnp.sqrt(x)
     else:  # x = 0 gives exp(-inf) = 0, x = inf gives inf, as the power does (alpha > 0)
         p = jnp.where(alpha == 0, 1.0, jnp.exp(alpha * jnp.log(x)))
     return jnp.clip(p, PRIORITY_MIN, PRIORITY_MAX)
@@ -129,6 +134,16 @@ def importance_weights(p: Array, beta: ArrayLike) -> Array:
     # so that beta = 0 gives 1, not 0 * -inf (the weight is ~0 for beta > 0 either way).
     ratio = jnp.maximum(jnp.min(p) / p, jnp.finfo(jnp.float32).tiny)
     return jnp.where(jnp.isfinite(p), jnp.exp(beta * jnp.log(ratio)), 1.0)
+
+
+def proportional_draw(
+    tree: sum_tree.SumTreeState, key: PRNGKey, batch_size: int, beta: ArrayLike
+) -> tuple[Array, Array, Array]:
+    """Stratified draw from a float32 priority tree: ``(indices, probabilities, weights)``,
+    each ``[batch_size]`` (the uniforms are those ``sum_tree.stratified_sample`` draws)."""
+    unit = jax.random.uniform(key, (batch_size,), jnp.float32)
+    indices, p = sum_tree.stratified_draw(tree, unit)
+    return indices, p / sum_tree.total(tree), importance_weights(p, beta)
 
 
 def _set_priorities(
@@ -204,10 +219,7 @@ def sample(
     Returns:
         ``PrioritizedSample`` with ``indices, transition, probabilities, weights``, ``[K]``.
     """
-    tree = state.tree
-    unit = jax.random.uniform(key, (batch_size,), jnp.float32)  # as stratified_sample draws
-    indices, p = sum_tree.stratified_draw(tree, unit)
-    probabilities, weights = p / sum_tree.total(tree), importance_weights(p, beta)
+    indices, probabilities, weights = proportional_draw(state.tree, key, batch_size, beta)
     return PrioritizedSample(
         indices=indices,
         transition=take_rows(state.storage, indices),

@@ -240,7 +240,8 @@ def set_and_max(
         return nodes, jnp.maximum(floor, largest)
 
     nodes, largest = _native.dispatch(
-        lambda *a: _native.set_leaves(*a[:3], cap, f, limit=a[3], floor=a[4]),
+        lambda nodes, node, values, limit, floor: _native.set_leaves(
+            nodes, node, values, cap, f, limit=limit, floor=floor),
         in_jax, state.nodes, node, values, limit, floor, supported=_native.supports(dtype),
     )
     return state.replace(nodes=nodes), largest
