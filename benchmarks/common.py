@@ -11,8 +11,8 @@ from collections.abc import Callable
 
 import jax
 
-from rljax.bench import make_random_rollout  # noqa: F401 (re-exported for the benchmarks)
-from rljax.logging import to_jsonable
+from rljax.run.bench import make_random_rollout  # noqa: F401 (re-exported for the benchmarks)
+from rljax.run.logging import to_jsonable
 
 RESULTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 

@@ -37,9 +37,9 @@ import numpy as np
 
 import rljax.networks.conv as conv_module
 from benchmarks.common import machine, timed_wall_cpu, write_results
-from rljax.config import from_preset, parse_assignments
-from rljax.training.driver import build
-from rljax.training.memory import make_memory
+from rljax.loops.memory import make_memory
+from rljax.run.config import from_preset, parse_assignments
+from rljax.run.driver import build
 
 
 def _trainer(preset: str, unroll: bool, learning_starts: int, overrides: dict):

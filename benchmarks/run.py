@@ -2,7 +2,7 @@
 
 import sys
 
-from rljax.bench import main
+from rljax.run.bench import main
 
 if __name__ == "__main__":
     sys.exit(main())

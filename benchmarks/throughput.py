@@ -30,8 +30,8 @@ from benchmarks.common import (
     write_results,
 )
 from rljax import envs
-from rljax.config import from_preset
-from rljax.training.driver import build
+from rljax.run.config import from_preset
+from rljax.run.driver import build
 
 
 def _rounds(run, trainer, chunk, state, rounds: int, extra: dict | None = None) -> dict:

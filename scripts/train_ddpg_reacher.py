@@ -18,7 +18,7 @@ import argparse
 import sys
 
 import rljax
-from rljax.plotting import plot_runs
+from rljax.run.plotting import plot_runs
 
 TARGET, TARGET_STEPS, SOLVE_STEPS = -4.0, 300_000, 1_000_000
 

@@ -20,7 +20,7 @@ import argparse
 import sys
 
 import rljax
-from rljax.plotting import plot_runs
+from rljax.run.plotting import plot_runs
 
 RANDOM_POLICY_RETURN = 1.2  # mean game score of uniform random actions in Breakout-v5
 

@@ -227,7 +227,7 @@ def make_a2c(config: A2CConfig, spec: EnvSpec, axis_name: str | None = None) -> 
     ``axis_name``: learn data-parallel over that mesh axis (``update`` runs inside
     ``shard_map``, each shard holding part of the envs; the gradient is the whole batch's,
     summed over shards, and every shard applies the same step). See
-    :mod:`rljax.training.data_parallel`.
+    :mod:`rljax.parallel.data_parallel`.
 
     Raises:
         ValueError: if the environment's actions are continuous.

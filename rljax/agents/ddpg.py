@@ -49,7 +49,7 @@ from rljax.envs.spec import EnvSpec
 from rljax.losses import ddpg_actor_loss, ddpg_critic_td, weighted_td_loss
 from rljax.networks import Network, make_ddpg_actor, make_ddpg_critic, noise_like
 from rljax.networks.noisy import gaussian_noise_like
-from rljax.training.targets import soft_update
+from rljax.targets import soft_update
 from rljax.types import Array, Metrics, PRNGKey
 
 
@@ -339,7 +339,7 @@ def make_ddpg(config: DDPGConfig, spec: EnvSpec, axis_name: str | None = None) -
     """Builds the DDPG agent for a continuous-action environment.
 
     ``axis_name``: learn data-parallel over that mesh axis (``update`` runs inside
-    ``shard_map`` on a shard of each batch; see :mod:`rljax.training.data_parallel`).
+    ``shard_map`` on a shard of each batch; see :mod:`rljax.parallel.data_parallel`).
 
     Raises:
         ValueError: if the environment's actions are discrete or not a 1-D box.

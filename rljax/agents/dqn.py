@@ -43,7 +43,7 @@ from rljax.losses.value_learning import LOSSES
 from rljax.networks import Network, make_q_network, noise_like
 from rljax.networks.conv import METHODS as CONV_METHODS
 from rljax.networks.core import get_activation
-from rljax.training.targets import periodic_update, soft_update
+from rljax.targets import periodic_update, soft_update
 from rljax.types import Array, Metrics, Params, PRNGKey
 
 Schedule = tuple[tuple[int, float], ...]
@@ -64,7 +64,7 @@ class DQNConfig:
         batch_size: transitions per gradient step.
         buffer_size: replay capacity in transitions.
         learning_starts: transitions in replay before learning starts; None: a full
-            buffer (frame replay: every row written, see ``rljax.training.memory``).
+            buffer (frame replay: every row written, see ``rljax.loops.memory``).
         prioritized: proportional prioritized replay; False: uniform.
         alpha: priority exponent.
         priority_eps: added to ``|delta|`` in priorities.
@@ -345,7 +345,7 @@ def make_dqn(config: DQNConfig, spec: EnvSpec, axis_name: str | None = None) -> 
     """Builds the DQN agent for a discrete-action environment.
 
     ``axis_name``: learn data-parallel over that mesh axis (``update`` runs inside
-    ``shard_map`` on a shard of each batch; see :mod:`rljax.training.data_parallel`).
+    ``shard_map`` on a shard of each batch; see :mod:`rljax.parallel.data_parallel`).
 
     Raises:
         ValueError: if the environment's actions are continuous.

@@ -156,7 +156,7 @@ def _seed_batched(pool_step: Callable, num_seeds: int) -> Callable:
     """
 
     message = (f"this env holds {num_seeds} seeds' envs: call its step under jax.vmap "
-               "over the seed axis (see rljax.training.seeds)")
+               "over the seed axis (see rljax.parallel.members)")
 
     def _refuse(*_):
         raise ValueError(message)
@@ -209,11 +209,11 @@ def make(task_id: str, num_envs: int = 8, seed: int = 0, *, num_seeds: int = 1,
             hyperparameter sweep runs each value on the same seeds).
         member_axis: give states a leading member axis (and ``step`` its vmap rule)
             even for one member (default: when ``num_seeds > 1``); used where several
-            pools each hold a share of the members (``rljax.training.sharding``).
+            pools each hold a share of the members (``rljax.parallel.devices``).
         data_shard: ``(axis_name, index, count)``: this pool holds shard ``index`` of
             ``count`` equal shards of one run's ``num_envs * count`` envs (envs
             ``index * num_envs ...``, seeded as in the unsharded run), for data-parallel
-            learning over a device mesh axis (``rljax.training.data_parallel``). Its
+            learning over a device mesh axis (``rljax.parallel.data_parallel``). Its
             ``step`` must run inside ``shard_map`` over ``axis_name``: it gathers every
             shard's rewards and episode ends, so the episode statistics are those of
             the whole run, identical on every device.

@@ -438,7 +438,7 @@ def test_discrete_action_space_refused():
 
 
 def test_cli_refuses_discrete_env_with_one_line(capsys):
-    from rljax import cli
+    from rljax.run import cli
 
     code = cli.main(["train", "reacher-ddpg", "--env", "CartPole-v1", "--quiet",
                      "--logdir", "/tmp/rljax-test-never-written"])

@@ -12,8 +12,8 @@ import pytest
 from rljax import envs
 from rljax.agents import ddpg
 from rljax.agents.base import OffPolicyAgent
-from rljax.algorithms import get_algorithm
 from rljax.envs.stats import recent_mean_return
+from rljax.run.registry import get_algorithm
 
 CONFIG = ddpg.DDPGConfig(num_envs=10, env_steps_per_update=2, grad_steps=6, batch_size=64,
                          min_replay=1_000, replay_capacity=50_000, actor_hidden=(64, 64),

@@ -10,11 +10,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rljax import cli, envs
+from rljax import envs
 from rljax.agents import dqn
 from rljax.buffers.nstep import NStepTransition
 from rljax.buffers.prioritized import PrioritizedSample
-from rljax.config import from_preset
+from rljax.run import cli
+from rljax.run.config import from_preset
 
 N, OBS, A = 16, 5, 3
 

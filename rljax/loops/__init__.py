@@ -1,0 +1,1 @@
+"""Compiled training loops: on-policy, off-policy (with replay memory), evaluation."""

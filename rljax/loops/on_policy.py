@@ -1,0 +1,67 @@
+"""The on-policy loop: rollout and update compiled as one ``lax.scan``.
+
+One update = ``rollout_len`` env steps of ``num_envs`` envs (act, envpool XLA
+step, record) followed by one call of ``agent.update`` on the rollout. A chunk
+scans ``updates_per_chunk`` updates; the host only sees the chunk's metrics.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from rljax.agents.base import Agent
+from rljax.envs import Env
+from rljax.loops.state import LoopState, Trainer, check_solved, initial_counters
+from rljax.types import Rollout
+
+
+def make_on_policy_trainer(agent: Agent, env: Env, *, rollout_len: int,
+                           updates_per_chunk: int, threshold: float | None = None) -> Trainer:
+    """Builds the compiled on-policy training loop.
+
+    Args:
+        agent: an on-policy agent whose ``update`` takes a :class:`Rollout`.
+        env: the batched environment.
+        rollout_len: env steps per env per update.
+        updates_per_chunk: updates per compiled chunk.
+        threshold: solve threshold for ``solved_at`` (None: never solved).
+    """
+    num_envs = env.spec.num_envs
+
+    def init_state(key: jax.Array, env_state) -> LoopState:
+        agent_key, key = jax.random.split(key)
+        env_steps, solved_at = initial_counters()
+        return LoopState(agent=agent.init(agent_key), env=env_state, key=key,
+                         env_steps=env_steps, solved_at=solved_at)
+
+    def init(key: jax.Array) -> LoopState:
+        return init_state(key, env.reset())
+
+    def env_step(carry, key):
+        agent_state, env_state = carry
+        obs = env_state.obs
+        action, _ = agent.act(agent.params(agent_state), obs, key, agent_state.step)
+        env_state, out = env.step(env_state, action)
+        record = (obs, action, out.reward, out.terminated, out.truncated, out.valid)
+        return (agent_state, env_state), record
+
+    def one_update(state: LoopState, _):
+        key, rollout_key, update_key = jax.random.split(state.key, 3)
+        (_, env_state), (obs, action, reward, term, trunc, valid) = jax.lax.scan(
+            env_step, (state.agent, state.env), jax.random.split(rollout_key, rollout_len),
+            unroll=rollout_len)
+        obs = jnp.concatenate([obs, env_state.obs[None]], axis=0)
+        batch = Rollout(obs, action, reward, term, trunc, valid)
+        agent_state, metrics = agent.update(state.agent, batch, update_key)
+        state = state.replace(agent=agent_state, env=env_state, key=key,
+                              env_steps=state.env_steps + rollout_len * num_envs)
+        return state.replace(solved_at=check_solved(state, threshold)), metrics
+
+    def chunk(state: LoopState):
+        return jax.lax.scan(one_update, state, None, length=updates_per_chunk)
+
+    return Trainer(init=init, chunk=jax.jit(chunk, donate_argnums=0),
+                   updates_per_chunk=updates_per_chunk,
+                   steps_per_update=rollout_len * num_envs, init_state=init_state,
+                   chunk_fn=chunk)

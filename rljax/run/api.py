@@ -1,0 +1,144 @@
+"""The Python API: train, load and evaluate runs.
+
+    run = rljax.train("cartpole-a2c", total_steps=300_000, seed=1)
+    run.policy(obs)                 # greedy action(s), NumPy in and out
+    run.save()                      # checkpoint into run.run_dir
+    again = rljax.load(run.run_dir)
+    rljax.evaluate(again, episodes=20)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import os
+from typing import Any
+
+import jax
+import numpy as np
+
+from rljax.run import checkpoint
+from rljax.run.config import RunConfig, from_preset
+from rljax.run.driver import _manifest, build, train_run
+from rljax.run.logging import read_jsonl
+from rljax.run.presets import Preset
+
+
+@dataclasses.dataclass
+class Run:
+    """A trained (or loaded) run.
+
+    Attributes:
+        run_dir: where config.json, metrics.jsonl, summary.json and the checkpoint live.
+        config: the :class:`RunConfig` it ran with.
+        state: the train state (``LoopState``: agent, replay, counters, env statistics).
+        metrics: one dict per logged chunk, as in metrics.jsonl.
+        summary: as in summary.json.
+        agent: the agent's functions.
+        spec: the environment's :class:`~rljax.envs.EnvSpec`.
+    """
+
+    run_dir: str
+    config: RunConfig
+    state: Any
+    metrics: list[dict]
+    summary: dict
+    agent: Any = dataclasses.field(repr=False)
+    spec: Any = dataclasses.field(repr=False)
+
+    @functools.cached_property
+    def _greedy(self):
+        return jax.jit(self.agent.greedy_act)
+
+    @property
+    def params(self) -> Any:
+        """Parameters of the evaluation policy."""
+        return self.agent.params(self.state.agent)
+
+    def policy(self, obs: Any) -> np.ndarray:
+        """Greedy (noise-free) actions.
+
+        Works on one observation (``obs_shape``, e.g. straight from a gymnasium env
+        with the same spaces, returning one action) or a batch ``[N, *obs_shape]``.
+        Observations are cast to the dtype the agent was trained on.
+        """
+        obs = np.asarray(obs)
+        single = obs.shape == self.spec.obs_shape
+        if not single and obs.shape[1:] != self.spec.obs_shape:
+            raise ValueError(f"observation shape {obs.shape} does not match the run's "
+                             f"{self.spec.obs_shape} (or a batch of them)")
+        batch = (obs[None] if single else obs).astype(self.spec.obs_dtype)
+        action = np.asarray(self._greedy(self.params, batch))
+        return action[0] if single else action
+
+    def __call__(self, obs: Any) -> np.ndarray:
+        return self.policy(obs)
+
+    def save(self) -> str:
+        """Writes a checkpoint of the whole train state into ``run_dir``."""
+        return checkpoint.save(self.run_dir, self.state, _manifest(self.config))
+
+
+def train(preset_or_config: str | Preset | RunConfig, *, progress: bool = False,
+          run_dir: str | None = None, resume: str | None = None, **overrides: Any) -> Run:
+    """Trains an agent and returns the :class:`Run`.
+
+    Args:
+        preset_or_config: a preset name (see ``rljax presets``), a Preset, or a
+            RunConfig.
+        progress: draw the progress line on stderr.
+        run_dir: run directory (default: a new folder under ``logdir``).
+        resume: a run directory to continue from its checkpoint.
+        **overrides: ``env``, ``total_steps``, ``seed``, ``num_envs``, ``num_seeds``,
+            ``sweep`` (``"field=v1,v2"`` or ``("field", [v1, v2])``), ``logdir``,
+            ``eval_every``, ``eval_episodes``, ``tensorboard`` and any field of the
+            agent's config (presets only).
+    """
+    if isinstance(preset_or_config, RunConfig):
+        if overrides:
+            raise ValueError("overrides apply to presets; pass a complete RunConfig instead "
+                             f"(got {', '.join(overrides)})")
+        run = preset_or_config
+    else:
+        run = from_preset(preset_or_config, **overrides)
+    result = train_run(run, run_dir=run_dir, progress=progress, resume=resume)
+    return Run(result.run_dir, run, result.state, result.metrics, result.summary,
+               result.agent, result.spec)
+
+
+def load(run_dir: str) -> Run:
+    """Loads a run directory (config and checkpoint) as a :class:`Run`.
+
+    Raises:
+        ValueError: not a run directory, or its checkpoint is missing or unusable.
+    """
+    path = os.path.join(run_dir, "config.json")
+    if not os.path.isfile(path):
+        raise ValueError(f"{run_dir!r} is not an rljax run directory (no config.json)")
+    with open(path) as f:
+        run = RunConfig.from_dict(json.load(f))
+    checkpoint.check_compatible(checkpoint.read_manifest(run_dir), run.to_dict())
+    env, agent, trainer, _ = build(run)
+    state = checkpoint.restore(run_dir, trainer.init(jax.random.key(run.seed)))
+    metrics_path = os.path.join(run_dir, "metrics.jsonl")
+    metrics = read_jsonl(metrics_path) if os.path.isfile(metrics_path) else []
+    summary_path = os.path.join(run_dir, "summary.json")
+    summary = json.load(open(summary_path)) if os.path.isfile(summary_path) else {}
+    return Run(run_dir, run, state, metrics, summary, agent, env.spec)
+
+
+def evaluate(run: Run | str, episodes: int = 10, seed: int | None = None) -> dict:
+    """Evaluates a run's noise-free policy on ``episodes`` fresh envs.
+
+    Returns:
+        ``{"episodes", "return_mean", "return_std", "length_mean", "returns"}``.
+    """
+    from rljax.loops.evaluation import make_evaluator
+
+    if isinstance(run, str):
+        run = load(run)
+    seed = run.config.seed + 10_000 if seed is None else seed
+    evaluate_fn = make_evaluator(run.agent.greedy_act, run.config.env_id, episodes, seed,
+                                 dict(run.config.env_options))
+    return evaluate_fn(run.params)

@@ -1,0 +1,185 @@
+"""Command line: ``rljax train | eval | presets | plot``.
+
+Mistakes in what the user typed (unknown preset, field or value, bad task id)
+print one line ``rljax: error: ...`` and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+
+EXIT_USAGE = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, status 2, like every other usage error
+        self.exit(EXIT_USAGE, f"rljax: error: {message}\n")
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="rljax", description="Deep RL agents as pure JAX functions.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    train = sub.add_parser("train", help="train an agent from a preset")
+    train.add_argument("preset", help="preset name (see `rljax presets`)")
+    train.add_argument("--env", help="envpool task id to use instead of the preset's")
+    train.add_argument("--total-steps", help="env-step budget over all envs")
+    train.add_argument("--seed", help="random seed (default 0)")
+    train.add_argument("--seeds", metavar="N",
+                       help="train N independent seeds (seed .. seed+N-1) in one program")
+    train.add_argument("--sweep", metavar="FIELD=V1,V2,...",
+                       help="train one agent per value of a numeric hyperparameter, all in "
+                            "one program (times --seeds); e.g. --sweep actor_lr=1e-4,5e-4,1e-3")
+    train.add_argument("--devices", metavar="N",
+                       help="split the seeds (x sweep values) over N devices in one program "
+                            "(all processes' devices with --distributed); one agent learns "
+                            "data-parallel over them")
+    train.add_argument("--distributed", action="store_true",
+                       help="join a multi-process run (jax.distributed) before training; "
+                            "without the three options below, JAX detects the cluster "
+                            "(SLURM, Cloud TPU, ...). Run the same command in every process")
+    train.add_argument("--coordinator", metavar="HOST:PORT",
+                       help="with --distributed: address of process 0's coordinator")
+    train.add_argument("--num-processes", metavar="N", type=int,
+                       help="with --distributed: number of processes")
+    train.add_argument("--process-id", metavar="I", type=int,
+                       help="with --distributed: this process's id, 0 .. N-1")
+    train.add_argument("--num-envs", help="number of parallel envs")
+    train.add_argument("--logdir", help="parent folder of run directories (default runs/)")
+    train.add_argument("--set", action="append", metavar="FIELD=VALUE", default=[],
+                       help="override an agent config field; repeatable")
+    train.add_argument("--resume", metavar="RUN_DIR",
+                       help="continue the run saved in RUN_DIR (same preset and overrides; "
+                            "--total-steps may grow)")
+    train.add_argument("--eval-every", metavar="STEPS",
+                       help="evaluate the noise-free policy every STEPS env steps")
+    train.add_argument("--eval-episodes", metavar="N", help="episodes per evaluation (10)")
+    train.add_argument("--quiet", action="store_true", help="no progress display")
+    train.add_argument("--no-tensorboard", action="store_true",
+                       help="do not write TensorBoard event files")
+    train.add_argument("--wandb", metavar="PROJECT",
+                       help="also log to this Weights & Biases project (needs wandb)")
+
+    sub.add_parser("bench", help="benchmark suite (rljax bench --help for its options)",
+                   add_help=False)
+
+    ev = sub.add_parser("eval", help="evaluate a run's saved policy on fresh envs")
+    ev.add_argument("run_dir", metavar="RUN_DIR")
+    ev.add_argument("--episodes", default="10", help="number of episodes (default 10)")
+    ev.add_argument("--seed", help="seed of the evaluation envs")
+
+    plot = sub.add_parser("plot", help="plot return against env steps for run directories")
+    plot.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
+    plot.add_argument("--out", default="curve.png", help="output PNG (default curve.png)")
+    plot.add_argument("--key", default="return_mean_100", help="metric to plot")
+    plot.add_argument("--title", help="plot title")
+
+    sub.add_parser("presets", help="list presets with their env, agent and key hyperparameters")
+    return parser
+
+
+def _cmd_presets() -> int:
+    from rljax.run.presets import PRESETS
+    from rljax.run.registry import ALGORITHMS
+
+    rows = []
+    for p in PRESETS.values():
+        cfg = dataclasses.asdict(p.config)
+        keys = p.key_params or tuple(cfg)
+        params = ", ".join(f"{k}={cfg[k]}" for k in keys)
+        rows.append((p.name, p.env_id, p.algo, f"{p.total_steps:,}", params, p.notes))
+    print(f"{'preset':<26}{'env':<14}{'agent':<7}{'steps':>12}  key hyperparameters")
+    for name, env, algo, steps, params, notes in rows:
+        print(f"{name:<26}{env:<14}{algo:<7}{steps:>12}  {params}")
+        if notes:
+            print(f"{'':<26}{'':<14}{'':<7}{'':>12}  ({notes})")
+    print()
+    for a in ALGORITHMS.values():
+        print(f"{a.name}: {a.description}")
+    return 0
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    from rljax.parallel import multihost
+    from rljax.run.config import from_preset, parse_assignments
+    from rljax.run.driver import NonFiniteError, TrainingInterrupted, train_run
+
+    cluster = (args.coordinator, args.num_processes, args.process_id)
+    if any(v is not None for v in cluster) and not args.distributed:
+        raise ValueError("--coordinator, --num-processes and --process-id need --distributed")
+    if args.distributed:
+        multihost.initialize(*cluster)
+    run = from_preset(args.preset, env=args.env, total_steps=args.total_steps, seed=args.seed,
+                      num_envs=args.num_envs, num_seeds=args.seeds, sweep=args.sweep,
+                      devices=args.devices,
+                      logdir=args.logdir,
+                      tensorboard=not args.no_tensorboard, wandb_project=args.wandb,
+                      eval_every=args.eval_every, eval_episodes=args.eval_episodes,
+                      **parse_assignments(args.set))
+    try:
+        result = train_run(run, progress=not args.quiet, resume=args.resume)
+    except TrainingInterrupted as e:
+        again = " ".join(a for a in sys.argv[1:] if a != "--resume" and a != args.resume)
+        print(f"rljax: {e}\nrljax: resume with: rljax {again} --resume {e.run_dir}",
+              file=sys.stderr)
+        return 130
+    except KeyboardInterrupt:
+        print("rljax: stopped at once; metrics so far are in the run directory", file=sys.stderr)
+        return 130
+    except NonFiniteError as e:
+        print(f"rljax: error: {e}", file=sys.stderr)
+        return 1
+    if multihost.is_writer():
+        print(json.dumps({"run_dir": result.run_dir, **result.summary}, indent=2))
+    return 0
+
+
+def _cmd_plot(args: argparse.Namespace) -> int:
+    from rljax.run.plotting import check_run_dir, plot_runs
+
+    if not args.out.lower().endswith(".png"):
+        raise ValueError(f"--out must name a .png file, got {args.out!r}")
+    for run_dir in args.run_dirs:
+        check_run_dir(run_dir)
+    print(plot_runs(args.run_dirs, args.out, key=args.key, title=args.title))
+    return 0
+
+
+def _cmd_eval(args: argparse.Namespace) -> int:
+    from rljax.run.api import evaluate, load
+    from rljax.run.config import _coerce
+
+    episodes = _coerce("episodes", int, args.episodes)
+    seed = None if args.seed is None else _coerce("seed", int, args.seed)
+    run = load(args.run_dir)
+    result = evaluate(run, episodes=episodes, seed=seed)
+    print(json.dumps({"run_dir": args.run_dir, "env_id": run.config.env_id,
+                      "env_steps": int(run.state.env_steps), **result}, indent=2))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["bench"]:
+        from rljax.run import bench
+
+        return bench.main(argv[1:])
+    args = _build_parser().parse_args(argv)
+    try:
+        if args.command == "presets":
+            return _cmd_presets()
+        if args.command == "plot":
+            return _cmd_plot(args)
+        if args.command == "eval":
+            return _cmd_eval(args)
+        return _cmd_train(args)
+    except ValueError as e:  # user input rejected at the boundary
+        print(f"rljax: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

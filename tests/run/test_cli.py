@@ -1,0 +1,75 @@
+"""CLI: bad input gives one line and exit code 2; a short run writes its run directory."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from rljax.run import cli
+
+
+def _rljax(*args):
+    return subprocess.run([sys.executable, "-m", "rljax.run.cli", *args], capture_output=True,
+                          text=True, timeout=300)
+
+
+@pytest.mark.parametrize("args,message", [
+    (["train", "cartpole-ac"], "unknown preset 'cartpole-ac' (did you mean 'cartpole-a2c'"),
+    (["train", "cartpole-a2c", "--set", "lr=3"], "unknown field 'lr' for A2CConfig"),
+    (["train", "cartpole-a2c", "--set", "gamma=2"], "gamma must be a number in [0.0, 1.0]"),
+    (["train", "cartpole-a2c", "--set", "gamma"], "--set expects field=value"),
+    (["train", "cartpole-a2c", "--set", "actor_lr=fast"], "bad value 'fast' for actor_lr"),
+    (["train", "cartpole-a2c", "--env", "CartPol-v1"], "did you mean 'CartPole-v1'"),
+    (["train", "cartpole-a2c", "--env", "Reacher-v5"], "needs a discrete action space"),
+    (["train", "cartpole-a2c", "--num-envs", "0"], "num_envs must be an integer > 0, got 0"),
+    (["train", "cartpole-a2c", "--total-steps", "-5"], "total_steps must be an integer >= 1"),
+    (["train", "cartpole-a2c", "--seed", "x"], "bad value 'x' for seed"),
+    (["train"], "the following arguments are required: preset"),
+    (["fly"], "invalid choice: 'fly'"),
+    (["train", "cartpole-a2c", "--coordinator", "h:1"], "need --distributed"),
+    (["train", "cartpole-a2c", "--distributed", "--num-processes", "2"],
+     "give all of coordinator (host:port), num_processes and process_id, or none"),
+    (["train", "cartpole-a2c", "--distributed", "--coordinator", "host", "--num-processes",
+      "2", "--process-id", "0"], "coordinator must be host:port, got 'host'"),
+    (["train", "cartpole-a2c", "--distributed", "--coordinator", "h:1", "--num-processes",
+      "2", "--process-id", "2"], "process_id must be an integer in [0, 2), got 2"),
+    (["train", "cartpole-a2c", "--distributed", "--num-processes", "two"],
+     "argument --num-processes: invalid int value: 'two'"),
+])
+def test_bad_input_is_one_line_exit_2(args, message, capsys):
+    with pytest.raises(SystemExit) as exc:
+        sys.exit(cli.main(args))
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err, err
+    assert err.startswith("rljax: error: ") and err.count("\n") == 1
+    assert "Traceback" not in err
+
+
+def test_presets_lists_env_agent_and_hyperparameters(capsys):
+    assert cli.main(["presets"]) == 0
+    out = capsys.readouterr().out
+    assert "cartpole-a2c" in out and "CartPole-v1" in out and "actor_lr=0.0005" in out
+
+
+def test_train_writes_run_directory(tmp_path):
+    proc = _rljax("train", "cartpole-a2c", "--total-steps", "4000", "--logdir", str(tmp_path),
+                  "--seed", "3", "--set", "gae_lambda=0.95", "--set", "shared_torso=true")
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout)
+    run_dir = summary["run_dir"]
+    assert os.path.basename(run_dir).startswith("cartpole-a2c-s3-")
+    config = json.load(open(os.path.join(run_dir, "config.json")))
+    assert config["config"]["gae_lambda"] == 0.95 and config["config"]["shared_torso"] is True
+    rows = [json.loads(line) for line in open(os.path.join(run_dir, "metrics.jsonl"))]
+    for key in ("env_steps", "wall_time_s", "sps", "episode_return_mean", "episode_length_mean",
+                "episodes", "policy_loss", "value_loss", "entropy"):
+        assert key in rows[-1]
+    saved = json.load(open(os.path.join(run_dir, "summary.json")))
+    for key in ("env_steps", "wall_time_s", "compile_time_s", "sps", "final_return_mean",
+                "solved_at_step"):
+        assert key in saved
+    assert saved["env_steps"] >= 4000 and saved["solved_at_step"] is None
+    assert "steps/s" in proc.stderr  # the progress display
