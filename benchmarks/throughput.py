@@ -30,8 +30,8 @@ from benchmarks.common import (
     write_results,
 )
 from rljax import envs
+from rljax.run.build import build
 from rljax.run.config import from_preset
-from rljax.run.driver import build
 
 
 def _rounds(run, trainer, chunk, state, rounds: int, extra: dict | None = None) -> dict:
@@ -199,15 +199,15 @@ def bench_dqn(preset: str, rounds: int, chunk_steps: int, reference: bool = Fals
 # runs at about this many env steps/s, steady, on the 2-core reference machine.
 SINGLE_FILE_JAX_DDPG_SPS = 300
 _DDPG_EQUAL_WORK = dict(num_envs=20, env_steps_per_update=1, grad_steps=20, batch_size=256,
-                        policy_delay=2, min_replay=2_000)
+                        policy_delay=2, learning_starts=2_000)
 
 BENCHES = {
     "a2c": lambda rounds: bench_preset("cartpole-a2c", rounds, chunk_steps=40_000),
     # DDPG: each preset's own figure, and the single-file JAX DDPG's gradient work: per env
     # step one critic step of batch 256, and an actor step with soft target updates every
     # other env step (its policy_frequency=2). Learning is active from the first timed
-    # chunk (min_replay is reached in the warm-up chunk). Variants: 1 env, the actor every
-    # step (policy_delay=1), and its 256x256 networks instead of the presets' 150x150.
+    # chunk (learning_starts is reached in the warm-up chunk). Variants: 1 env, the actor
+    # every step (policy_delay=1), and its 256x256 networks instead of the presets' 150x150.
     "ddpg": lambda rounds: bench_preset("reacher-ddpg", rounds, chunk_steps=20_000),
     "ddpg-reference": lambda rounds: bench_preset("reacher-ddpg-reference", rounds,
                                                   chunk_steps=20_000),
@@ -236,13 +236,13 @@ BENCHES = {
     # The reference's algorithm too: plain one-step DQN, uniform replay, no dueling head.
     "dqn-breakout-plain": lambda rounds: bench_dqn(
         "breakout-dqn", rounds, chunk_steps=1_024, reference=True, double_q=False,
-        dueling=False, prioritized=False, loss="l2"),
+        dueling=False, prioritized=False, td_loss="l2"),
     # Both with XLA's convolutions instead of the im2col matmuls (the reference uses XLA's).
     "dqn-breakout-xla": lambda rounds: bench_dqn(
         "breakout-dqn", rounds, chunk_steps=1_024, reference=True, conv_method="xla"),
     "dqn-breakout-plain-xla": lambda rounds: bench_dqn(
         "breakout-dqn", rounds, chunk_steps=1_024, reference=True, double_q=False,
-        dueling=False, prioritized=False, loss="l2", conv_method="xla"),
+        dueling=False, prioritized=False, td_loss="l2", conv_method="xla"),
 }
 
 

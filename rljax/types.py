@@ -7,6 +7,7 @@ is time and ``B`` the batch of environments.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
@@ -58,3 +59,64 @@ class Rollout(NamedTuple):
     terminated: Array
     truncated: Array
     valid: Array
+    extras: Any = None
+
+
+class NStepTransition(NamedTuple):
+    """An n-step transition, the record stored in replay and consumed by off-policy agents.
+
+    Attributes:
+        obs: observation at the start of the window, ``[B, *obs_shape]``.
+        action: first action of the window, ``[B]`` or ``[B, A]``.
+        reward: discounted reward sum over the window, ``[B]`` float32.
+        discount: ``gamma^m``, 0 if a termination ended the window, ``[B]`` float32.
+        next_obs: bootstrap observation ``m`` steps ahead, ``[B, *obs_shape]``.
+    """
+
+    obs: Array
+    action: Array
+    reward: Array
+    discount: Array
+    next_obs: Array
+
+
+class Sample(NamedTuple):
+    """A replay sample, the batch an off-policy agent's ``update`` takes.
+
+    Attributes:
+        indices: ``[K]`` int32 slots drawn (priorities are written back to them).
+        transition: the stored records, every leaf ``[K, ...]`` (an :class:`NStepTransition`).
+        probabilities: ``[K]`` ``P(i) = p_i / sum_k p_k`` (prioritized replay).
+        weights: ``[K]`` importance weights ``(N P(i))^-beta``, divided by the batch max
+            (all 1 with uniform replay).
+    """
+
+    indices: Array
+    transition: Any
+    probabilities: Array
+    weights: Array
+
+
+class Split(NamedTuple):
+    """How a loop running on one shard of a data-parallel run sees the whole batch.
+
+    One agent learning over several devices steps a shard of the envs on each; the loops
+    call these two functions where they need every shard's data (acting, storing) or
+    their own part of it (stepping, learning). The parallel layer builds them
+    (:mod:`rljax.parallel.data_parallel`); on one device both are the identity.
+
+    Attributes:
+        gather: a tree of ``[b, ...]`` arrays -> every shard's ``[b * shards, ...]``, in the
+            one-device run's order.
+        local: a tree of ``[b * shards, ...]`` arrays -> this shard's ``[b, ...]``.
+    """
+
+    gather: Callable[[Any], Any]
+    local: Callable[[Any], Any]
+
+
+def _identity(tree: Any) -> Any:
+    return tree
+
+
+WHOLE = Split(gather=_identity, local=_identity)

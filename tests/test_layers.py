@@ -108,3 +108,33 @@ def test_top_level_names_load_lazily():
             "assert set(rljax.__all__) >= {'train', 'load', 'evaluate', 'RunConfig', 'PRESETS'}")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("layer", ["run", "parallel"])
+def test_run_and_parallel_modules_stay_small(layer):
+    """The layers that assemble and scale runs stay readable: modules of at most ~400
+    lines, functions of at most ~80."""
+    for path in sorted((ROOT / layer).glob("*.py")):
+        source = path.read_text()
+        assert len(source.splitlines()) <= 400, f"{path.name}: {len(source.splitlines())} lines"
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                length = node.end_lineno - node.lineno + 1
+                assert length <= 80, f"{path.name}:{node.lineno} {node.name}: {length} lines"
+
+
+def test_only_the_parallel_layer_names_mesh_axes():
+    """Agents, loops, losses, networks and envs take no ``axis_name``; the one exception is
+    flax's batch-norm axis, passed through as ``batch_norm_axis`` (see
+    rljax/parallel/data_parallel.py)."""
+    allowed = {"networks/ddpg.py"}
+    offenders = []
+    for path in sorted(ROOT.rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        if rel.startswith(("parallel/", "run/")) or rel in allowed:
+            continue
+        for i, line in enumerate(path.read_text().splitlines(), 1):
+            if "axis_name" in line or "lax.psum" in line or "lax.pmean" in line or (
+                    "all_gather" in line):
+                offenders.append(f"{rel}:{i}: {line.strip()}")
+    assert offenders == []

@@ -25,8 +25,12 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from rljax import losses
-from rljax.agents.base import Agent, check_positive, check_range, check_sizes
+from rljax import losses, validate
+from rljax.agents.base import (  # noqa: I001
+    Agent,
+    Update,
+    with_grad_transform,
+)
 from rljax.envs.spec import EnvSpec
 from rljax.networks import core as nets
 from rljax.networks.distributions import categorical_sample, greedy
@@ -71,19 +75,20 @@ class A2CConfig:
     max_grad_norm: float | None = None
 
     def __post_init__(self):
-        check_positive(self, "num_envs", "rollout_len", integer=True)
-        check_positive(self, "actor_lr", "critic_lr")
-        check_range(self, "gamma", 0.0, 1.0)
-        check_range(self, "gae_lambda", 0.0, 1.0, optional=True)
-        check_range(self, "entropy_coef", 0.0, 1e3)
-        check_range(self, "value_coef", 0.0, 1e3)
-        check_range(self, "max_grad_norm", 1e-12, 1e12, optional=True)
-        check_sizes(self, "actor_hidden")
-        check_sizes(self, "critic_hidden")
-        nets.get_activation(self.activation)
+        for name in ("num_envs", "rollout_len"):
+            validate.integer(name, getattr(self, name), low=1)
+        for name in ("actor_lr", "critic_lr"):
+            validate.number(name, getattr(self, name), low=0.0, low_open=True)
+        validate.number("gamma", self.gamma, low=0.0, high=1.0)
+        validate.number("gae_lambda", self.gae_lambda, low=0.0, high=1.0, optional=True)
+        validate.number("entropy_coef", self.entropy_coef, low=0.0, high=1e3)
+        validate.number("value_coef", self.value_coef, low=0.0, high=1e3)
+        validate.number("max_grad_norm", self.max_grad_norm, low=1e-12, high=1e12, optional=True)
+        validate.sizes("actor_hidden", self.actor_hidden)
+        validate.sizes("critic_hidden", self.critic_hidden)
+        validate.choice("activation", self.activation, tuple(nets.ACTIVATIONS))
         for name in ("normalize_advantages", "shared_torso"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
+            validate.boolean(name, getattr(self, name))
 
     @property
     def steps_per_update(self) -> int:
@@ -115,7 +120,9 @@ def _networks(config: A2CConfig, spec: EnvSpec) -> _Nets:
     )
 
 
-def _make_optimizer(config: A2CConfig) -> optax.GradientTransformation:
+def _make_optimizer(config: A2CConfig,
+                    grad_transform: optax.GradientTransformation | None = None
+                    ) -> optax.GradientTransformation:
     def adam(lr):
         clip = [optax.clip_by_global_norm(config.max_grad_norm)] if config.max_grad_norm else []
         # One flat vector per network: a handful of kernels instead of several per
@@ -123,11 +130,12 @@ def _make_optimizer(config: A2CConfig) -> optax.GradientTransformation:
         return optax.flatten(optax.chain(*clip, optax.adam(lr)))
 
     if config.shared_torso:
-        return adam(config.actor_lr)
+        return with_grad_transform(adam(config.actor_lr), grad_transform)
     labels = lambda params: {name: jax.tree.map(lambda _, n=name: n, sub)
                              for name, sub in params.items()}
-    return optax.multi_transform(
-        {"actor": adam(config.actor_lr), "critic": adam(config.critic_lr)}, labels)
+    return with_grad_transform(optax.multi_transform(
+        {"actor": adam(config.actor_lr), "critic": adam(config.critic_lr)}, labels),
+        grad_transform)
 
 
 def _logits(networks: _Nets, params: Params, obs: Array) -> Array:
@@ -136,7 +144,8 @@ def _logits(networks: _Nets, params: Params, obs: Array) -> Array:
     return networks.actor.apply(params["actor"], obs)
 
 
-def init(config: A2CConfig, spec: EnvSpec, key: PRNGKey) -> A2CState:
+def init(config: A2CConfig, spec: EnvSpec, key: PRNGKey,
+         grad_transform: optax.GradientTransformation | None = None) -> A2CState:
     networks = _networks(config, spec)
     obs = jnp.zeros((1,) + spec.obs_shape, spec.obs_dtype)
     actor_key, critic_key = jax.random.split(key)
@@ -145,18 +154,19 @@ def init(config: A2CConfig, spec: EnvSpec, key: PRNGKey) -> A2CState:
     else:
         params = {"actor": networks.actor.init(actor_key, obs),
                   "critic": networks.critic.init(critic_key, obs)}
-    opt_state = _make_optimizer(config).init(params)
+    opt_state = _make_optimizer(config, grad_transform).init(params)
     return A2CState(params=params, opt_state=opt_state, step=jnp.zeros((), jnp.int32))
 
 
-def act(config: A2CConfig, spec: EnvSpec, params: Params, obs: Array, key: PRNGKey,
-        step: Array) -> tuple[Array, dict]:
-    del step
-    logits = _logits(_networks(config, spec), params, obs)
-    return categorical_sample(key, logits), {"logits": logits}
+def act(config: A2CConfig, spec: EnvSpec, state: A2CState, obs: Array, key: PRNGKey,
+        step: Array, new_episode: Array) -> tuple[Array, dict, A2CState]:
+    """Actions ``[B]`` sampled from the policy."""
+    del step, new_episode
+    logits = _logits(_networks(config, spec), state.params, obs)
+    return categorical_sample(key, logits), {}, state
 
 
-def greedy_act(config: A2CConfig, spec: EnvSpec, params: Params, obs: Array) -> Array:
+def policy(config: A2CConfig, spec: EnvSpec, params: Params, obs: Array) -> Array:
     return greedy(_logits(_networks(config, spec), params, obs))
 
 
@@ -177,15 +187,9 @@ def advantages_and_returns(config: A2CConfig, batch: Rollout,
     return jax.lax.stop_gradient(adv), jax.lax.stop_gradient(returns)
 
 
-def loss(config: A2CConfig, spec: EnvSpec, params: Params, batch: Rollout,
-         axis_name: str | None = None) -> tuple[Array, Metrics]:
-    """A2C loss on a rollout; returns ``(loss, metrics)``.
-
-    With ``axis_name`` the rollout is one shard of a batch split over that mesh axis
-    (data-parallel learning): advantages are normalized with the whole batch's
-    statistics, and the loss and metrics are this shard's terms of the whole batch's
-    means (their sums over the axis are the means).
-    """
+def loss(config: A2CConfig, spec: EnvSpec, params: Params,
+         batch: Rollout) -> tuple[Array, Metrics]:
+    """A2C loss on a rollout; returns ``(loss, metrics)``."""
     networks = _networks(config, spec)
     if networks.critic is None:
         logits, values = networks.actor.apply(params, batch.obs)
@@ -196,8 +200,8 @@ def loss(config: A2CConfig, spec: EnvSpec, params: Params, batch: Rollout,
     adv, returns = advantages_and_returns(config, batch, values)
     mask = batch.valid
     if config.normalize_advantages:
-        adv = losses.normalize(adv, mask, axis_name=axis_name)
-    mean = functools.partial(losses.masked_mean_share, mask=mask, axis_name=axis_name)
+        adv = losses.normalize(adv, mask)
+    mean = functools.partial(losses.masked_mean, mask=mask)
     pg = mean(losses.policy_gradient_loss(logits, batch.action, adv))
     entropy = -mean(losses.entropy_loss(logits))
     vloss = mean(losses.value_loss(values[:-1], returns))
@@ -209,25 +213,28 @@ def loss(config: A2CConfig, spec: EnvSpec, params: Params, batch: Rollout,
 
 
 def update(config: A2CConfig, spec: EnvSpec, state: A2CState, batch: Rollout,
-           key: PRNGKey, axis_name: str | None = None) -> tuple[A2CState, Metrics]:
+           key: PRNGKey, grad_transform: optax.GradientTransformation | None = None
+           ) -> Update:
+    """One gradient step on a rollout."""
     del key
-    grads, metrics = jax.grad(functools.partial(loss, config, spec, axis_name=axis_name),
-                              has_aux=True)(state.params, batch)
-    if axis_name is not None:  # the shards' terms sum to the whole batch's gradient
-        grads, metrics = jax.lax.psum((grads, metrics), axis_name)
-    updates, opt_state = _make_optimizer(config).update(grads, state.opt_state, state.params)
+    grads, metrics = jax.grad(functools.partial(loss, config, spec), has_aux=True)(
+        state.params, batch)
+    optimizer = _make_optimizer(config, grad_transform)
+    updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
     metrics["grad_norm"] = optax.global_norm(grads)
-    return A2CState(params=params, opt_state=opt_state, step=state.step + 1), metrics
+    return Update(A2CState(params=params, opt_state=opt_state, step=state.step + 1), metrics)
 
 
-def make_a2c(config: A2CConfig, spec: EnvSpec, axis_name: str | None = None) -> Agent:
+def make_a2c(config: A2CConfig, spec: EnvSpec, *,
+             grad_transform: optax.GradientTransformation | None = None) -> Agent:
     """Builds the A2C agent for a discrete-action environment.
 
-    ``axis_name``: learn data-parallel over that mesh axis (``update`` runs inside
-    ``shard_map``, each shard holding part of the envs; the gradient is the whole batch's,
-    summed over shards, and every shard applies the same step). See
-    :mod:`rljax.parallel.data_parallel`.
+    Args:
+        config: hyperparameters.
+        spec: the environment's spec.
+        grad_transform: applied to the gradients before the optimizers (the parallel
+            layer passes one that averages them over devices); None: nothing.
 
     Raises:
         ValueError: if the environment's actions are continuous.
@@ -237,9 +244,9 @@ def make_a2c(config: A2CConfig, spec: EnvSpec, axis_name: str | None = None) -> 
             f"A2C in rljax needs a discrete action space, but {spec.task_id} has continuous "
             f"actions of shape {spec.action_shape}; use a continuous-control agent (DDPG)")
     return Agent(
-        init=functools.partial(init, config, spec),
+        init=functools.partial(init, config, spec, grad_transform=grad_transform),
         act=functools.partial(act, config, spec),
-        update=functools.partial(update, config, spec, axis_name=axis_name),
-        greedy_act=functools.partial(greedy_act, config, spec),
+        update=functools.partial(update, config, spec, grad_transform=grad_transform),
+        policy=functools.partial(policy, config, spec),
         params=lambda state: state.params,
     )

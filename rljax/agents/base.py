@@ -1,86 +1,112 @@
-"""What every agent provides, and shared config validation helpers."""
+"""The one contract every rljax agent provides.
+
+An agent is a bundle of pure functions over an immutable train state, in the manner of
+optax's ``GradientTransformation``: nothing is hidden in objects, and the loops in
+:mod:`rljax.loops` call the same five functions whether the agent learns from rollouts
+(on-policy) or from replay (off-policy).
+
+Data-parallel learning is not the agent's business: ``make_<algo>(config, spec, *,
+grad_transform=None)`` chains ``grad_transform`` (an optax transformation supplied by
+:mod:`rljax.parallel.data_parallel`, which averages gradients over devices) in front of the
+agent's optimizers, and the parallel layer handles everything else.
+"""
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
+
+import optax
+
+from rljax.types import Array, Metrics, Params, PRNGKey
+
+
+class InitFn(Protocol):
+    def __call__(self, key: PRNGKey) -> Any:
+        """The agent's initial train state."""
+
+
+class ActFn(Protocol):
+    def __call__(self, state: Any, obs: Array, key: PRNGKey, step: Array,
+                 new_episode: Array) -> tuple[Array, dict[str, Array], Any]:
+        """The exploring policy for a batch of envs.
+
+        Args:
+            state: the agent's train state (exploration state such as OU noise lives here).
+            obs: observations ``[B, *obs_shape]``.
+            key: PRNG key for this step.
+            step: loop updates done so far (schedules such as epsilon read it).
+            new_episode: ``[B]`` True where the previous step ended an episode.
+
+        Returns:
+            ``(action [B, ...], extras, state)``: ``extras`` (a dict of ``[B, ...]`` arrays,
+            possibly empty) travels with the action into an on-policy rollout (log-probs,
+            values).
+        """
+
+
+class Update(NamedTuple):
+    """What one learning step returns.
+
+    Attributes:
+        state: the new train state.
+        metrics: scalar metrics of the step.
+        td_error: ``[N]`` per-sample TD errors, from which prioritized replay sets new
+            priorities (None for agents that learn from rollouts).
+    """
+
+    state: Any
+    metrics: Metrics
+    td_error: Array | None = None
+
+
+class UpdateFn(Protocol):
+    def __call__(self, state: Any, batch: Any, key: PRNGKey) -> Update:
+        """One learning step on a :class:`rljax.types.Rollout` or a replay
+        :class:`rljax.types.Sample`."""
+
+
+class PolicyFn(Protocol):
+    def __call__(self, params: Params, obs: Array) -> Array:
+        """The noise-free policy (evaluation): actions ``[B, ...]`` for ``obs [B, ...]``."""
+
+
+class ParamsFn(Protocol):
+    def __call__(self, state: Any) -> Params:
+        """The part of the state that :class:`PolicyFn` needs."""
+
+
+class TdErrorFn(Protocol):
+    def __call__(self, state: Any, transition: Any) -> Array:
+        """Noise-free TD errors ``[N]`` of new transitions (their initial priorities)."""
 
 
 class Agent(NamedTuple):
-    """An agent as a bundle of pure functions.
+    """An agent as a bundle of pure functions (see the module docstring).
 
     Attributes:
         init: ``init(key) -> state``.
-        act: ``act(params, obs, key, step) -> (action, extras)``: the exploring
-            policy used while training (``obs [B, ...]``, ``action [B, ...]``).
-        update: ``update(state, batch, key) -> (state, metrics)``.
-        greedy_act: ``greedy_act(params, obs) -> action``: the evaluation policy
-            (most likely action, or the noise-free one).
-        params: ``params(state) -> params`` to hand to ``act``/``greedy_act``.
+        act: ``act(state, obs, key, step, new_episode) -> (action, extras, state)``.
+        update: ``update(state, batch, key) -> Update(state, metrics, td_error)``.
+        policy: ``policy(params, obs) -> action``, noise-free.
+        params: ``params(state) -> params`` for ``policy``.
+        td_error: optional ``td_error(state, transition) -> [N]`` giving new transitions
+            their TD error as initial priority (None: the agent cannot).
     """
 
-    init: Callable[..., Any]
-    act: Callable[..., Any]
-    update: Callable[..., Any]
-    greedy_act: Callable[..., Any]
-    params: Callable[[Any], Any]
+    init: InitFn
+    act: ActFn
+    update: UpdateFn
+    policy: PolicyFn
+    params: ParamsFn
+    td_error: TdErrorFn | None = None
 
 
-def check_positive(config: Any, *names: str, integer: bool = False) -> None:
-    for name in names:
-        value = getattr(config, name)
-        ok = isinstance(value, int) and not isinstance(value, bool) if integer else (
-            isinstance(value, int | float) and not isinstance(value, bool))
-        if not ok or value <= 0:
-            kind = "an integer" if integer else "a number"
-            raise ValueError(f"{name} must be {kind} > 0, got {value!r}")
+def with_grad_transform(optimizer: optax.GradientTransformation,
+                        grad_transform: optax.GradientTransformation | None
+                        ) -> optax.GradientTransformation:
+    """``optimizer`` with ``grad_transform`` applied to the gradients first (None: the
+    optimizer itself, so single-device states keep their structure)."""
+    if grad_transform is None:
+        return optimizer
+    return optax.chain(grad_transform, optimizer)
 
-
-def check_range(config: Any, name: str, low: float, high: float, optional: bool = False) -> None:
-    value = getattr(config, name)
-    if optional and value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
-        none = " or None" if optional else ""
-        raise ValueError(f"{name} must be a number in [{low}, {high}]{none}, got {value!r}")
-
-
-def check_sizes(config: Any, name: str) -> None:
-    value = getattr(config, name)
-    if not isinstance(value, tuple) or not value or not all(
-            isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value):
-        raise ValueError(f"{name} must be a non-empty tuple of positive integers, got {value!r}")
-
-
-def config_fields(config_cls: type) -> dict[str, dataclasses.Field]:
-    return {f.name: f for f in dataclasses.fields(config_cls)}
-
-
-class OffPolicyAgent(NamedTuple):
-    """An off-policy agent (DQN, DDPG) as a bundle of pure functions.
-
-    Attributes:
-        init: ``init(key) -> state``.
-        act: ``act(state, obs, key, step, new_episode) -> (action, state)``: the
-            exploring policy. ``step`` is the number of loop updates done so far
-            (schedules such as epsilon use it); ``new_episode [B]`` is True where the
-            previous step ended an episode (per-episode noise resets and decays).
-            Exploration state (OU noise, noise scale) lives in ``state``.
-        update: ``update(state, batch, key) -> (state, metrics, td_error)``: one
-            gradient step on a replay sample (``batch.transition`` an
-            ``NStepTransition [N]``, ``batch.weights [N]`` importance weights);
-            ``td_error [N]`` feeds the new priorities. Target networks are updated
-            here too.
-        greedy_act: ``greedy_act(params, obs) -> action``: the noise-free policy.
-        params: ``params(state) -> params`` for ``greedy_act``.
-        td_error: optional ``td_error(state, transition) -> [N]``, used to give new
-            transitions their initial TD error as priority (None: max priority).
-    """
-
-    init: Callable[..., Any]
-    act: Callable[..., Any]
-    update: Callable[..., Any]
-    greedy_act: Callable[..., Any]
-    params: Callable[[Any], Any]
-    td_error: Callable[..., Any] | None = None

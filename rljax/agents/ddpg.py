@@ -42,15 +42,14 @@ import optax
 from flax import struct
 
 from rljax import exploration
-from rljax.agents.base import OffPolicyAgent
+from rljax.agents.base import Agent, Update, with_grad_transform
 from rljax.agents.ddpg_config import DDPGConfig
-from rljax.buffers.prioritized import PrioritizedSample
 from rljax.envs.spec import EnvSpec
 from rljax.losses import ddpg_actor_loss, ddpg_critic_td, weighted_td_loss
 from rljax.networks import Network, make_ddpg_actor, make_ddpg_critic, noise_like
 from rljax.networks.noisy import gaussian_noise_like
 from rljax.targets import soft_update
-from rljax.types import Array, Metrics, PRNGKey
+from rljax.types import Array, Metrics, PRNGKey, Sample
 
 
 @struct.dataclass
@@ -81,17 +80,24 @@ class DDPGState:
     step: Array
 
 
+class _Parallel(NamedTuple):
+    """Data-parallel hooks from the parallel layer (see :func:`make_ddpg`)."""
+
+    grad_transform: optax.GradientTransformation | None = None
+    batch_norm_axis: str | None = None
+
+
 class Nets(NamedTuple):
     actor: Network
     critic: Network
 
 
-def networks(config: DDPGConfig, spec: EnvSpec, axis_name: str | None = None) -> Nets:
-    """Actor and critic; with ``axis_name``, training-mode batch statistics are taken over
-    the whole batch split along that mesh axis."""
+def networks(config: DDPGConfig, spec: EnvSpec, batch_norm_axis: str | None = None) -> Nets:
+    """Actor and critic; with ``batch_norm_axis``, training-mode batch statistics are taken
+    over the whole batch split along that mesh axis (see :func:`make_ddpg`)."""
     common = dict(activation=config.activation, negative_slope=config.negative_slope,
                   batch_norm=config.batch_norm, batch_norm_momentum=config.batch_norm_momentum,
-                  axis_name=axis_name)
+                  batch_norm_axis=batch_norm_axis)
     return Nets(
         make_ddpg_actor(spec.action_low, spec.action_high, hidden_sizes=config.actor_hidden,
                         noisy=config.noisy, sigma0=config.noisy_sigma0, **common),
@@ -108,9 +114,11 @@ def _optimizer(config: DDPGConfig, lr: float, weight_decay: float) -> optax.Grad
     return optax.flatten(optax.chain(*clip, *decay, optax.adam(lr)))
 
 
-def _optimizers(config: DDPGConfig):
-    return (_optimizer(config, config.actor_lr, config.actor_weight_decay),
-            _optimizer(config, config.critic_lr, config.critic_weight_decay))
+def _optimizers(config: DDPGConfig, grad_transform: optax.GradientTransformation | None = None):
+    return (with_grad_transform(_optimizer(config, config.actor_lr, config.actor_weight_decay),
+                                grad_transform),
+            with_grad_transform(_optimizer(config, config.critic_lr,
+                                           config.critic_weight_decay), grad_transform))
 
 
 def _split(variables: dict) -> tuple[Any, dict]:
@@ -148,7 +156,8 @@ def _noise_tree_key(config: DDPGConfig, key: PRNGKey | None) -> dict:
     return {"noise_key": key} if config.noisy and key is not None else {}
 
 
-def init(config: DDPGConfig, spec: EnvSpec, key: PRNGKey) -> DDPGState:
+def init(config: DDPGConfig, spec: EnvSpec, key: PRNGKey,
+         grad_transform: optax.GradientTransformation | None = None) -> DDPGState:
     nets = networks(config, spec)
     actor_key, critic_key = jax.random.split(key)
     obs = jnp.zeros((1,) + spec.obs_shape, jnp.float32)
@@ -163,7 +172,7 @@ def init(config: DDPGConfig, spec: EnvSpec, key: PRNGKey) -> DDPGState:
     target_critic = copy(critic)
     if config.target_critic_init == "zeros":
         target_critic["params"] = jax.tree.map(jnp.zeros_like, critic["params"])
-    actor_opt, critic_opt = _optimizers(config)
+    actor_opt, critic_opt = _optimizers(config, grad_transform)
     b = spec.num_envs
     noisy_ou = {}
     if config.noisy and config.noisy_noise == "ou":
@@ -182,7 +191,7 @@ def _clip(spec: EnvSpec, action: Array) -> Array:
 
 
 def act(config: DDPGConfig, spec: EnvSpec, state: DDPGState, obs: Array, key: PRNGKey,
-        step: Array, new_episode: Array) -> tuple[Array, DDPGState]:
+        step: Array, new_episode: Array) -> tuple[Array, dict, DDPGState]:
     """Exploring actions ``[B, A]``, clipped to the bounds; steps the noise state."""
     del step
     nets = networks(config, spec)
@@ -206,10 +215,10 @@ def act(config: DDPGConfig, spec: EnvSpec, state: DDPGState, obs: Array, key: PR
         noise = exploration.gaussian_noise(action_key, mu.shape, config.gaussian_sigma)
     else:
         noise = jnp.zeros_like(mu)
-    return _clip(spec, mu + scale[:, None] * noise), state
+    return _clip(spec, mu + scale[:, None] * noise), {}, state
 
 
-def greedy_act(config: DDPGConfig, spec: EnvSpec, params: dict, obs: Array) -> Array:
+def policy(config: DDPGConfig, spec: EnvSpec, params: dict, obs: Array) -> Array:
     """Noise-free actions ``[N, A]`` (running batch-norm statistics, NoisyNet means)."""
     return _clip(spec, networks(config, spec).actor.apply(params, obs))
 
@@ -233,28 +242,30 @@ def target_q(config: DDPGConfig, spec: EnvSpec, state: DDPGState, next_obs: Arra
 
 
 def critic_loss(config: DDPGConfig, spec: EnvSpec, params: Any, state: DDPGState,
-                batch: PrioritizedSample, key: PRNGKey | None = None,
-                axis_name: str | None = None):
+                batch: Sample, key: PRNGKey | None = None,
+                batch_norm_axis: str | None = None):
     """Weighted critic loss (summed over twin critics); returns ``(loss, (td [N], q [N],
     critic non-params))``, TD errors and values of the first critic."""
     tr = batch.transition
     q_t = target_q(config, spec, state, tr.next_obs, key)
     _, rest = _split(state.critic)
-    q, updates = _critics(config, networks(config, spec, axis_name), {"params": params, **rest},
+    q, updates = _critics(config, networks(config, spec, batch_norm_axis),
+                          {"params": params, **rest},
                           tr.obs, tr.action, train=True)
     td = jax.vmap(jax.vmap(ddpg_critic_td), in_axes=(0, None, None, None))(
         q, tr.reward, tr.discount, q_t)
-    kind = "huber" if config.critic_loss == "huber" else "l2"
+    kind = "huber" if config.td_loss == "huber" else "l2"
     loss = sum(weighted_td_loss(td[i], batch.weights, loss=kind, delta=config.huber_delta)
                for i in range(td.shape[0]))
     return loss, (td[0], q[0], {**rest, **updates})
 
 
 def actor_loss(config: DDPGConfig, spec: EnvSpec, params: Any, state: DDPGState,
-               obs: Array, key: PRNGKey | None = None, axis_name: str | None = None):
+               obs: Array, key: PRNGKey | None = None,
+               batch_norm_axis: str | None = None):
     """``mean -Q(s, mu(s))`` with the critic of ``state`` (batch statistics, as it is
     trained, its own statistics untouched); returns ``(loss, actor non-params)``."""
-    nets = networks(config, spec, axis_name)
+    nets = networks(config, spec, batch_norm_axis)
     _, rest = _split(state.actor)
     action, updates = _apply_train(nets.actor, {"params": params, **rest}, obs,
                                    **_noise_tree_key(config, key))
@@ -263,15 +274,13 @@ def actor_loss(config: DDPGConfig, spec: EnvSpec, params: Any, state: DDPGState,
 
 
 def _actor_step(config: DDPGConfig, spec: EnvSpec, state: DDPGState, obs: Array,
-                key: PRNGKey, axis_name: str | None = None) -> tuple[DDPGState, Metrics]:
+                key: PRNGKey, parallel: _Parallel) -> tuple[DDPGState, Metrics]:
     """Actor step on the current critic, then soft updates of both targets."""
-    actor_opt = _optimizers(config)[0]
+    actor_opt = _optimizers(config, parallel.grad_transform)[0]
     actor_params, _ = _split(state.actor)
     (loss, actor_rest), grads = jax.value_and_grad(
-        functools.partial(actor_loss, config, spec, axis_name=axis_name), has_aux=True)(
-            actor_params, state, obs, key)
-    if axis_name is not None:
-        loss, grads = jax.lax.pmean((loss, grads), axis_name)
+        functools.partial(actor_loss, config, spec, batch_norm_axis=parallel.batch_norm_axis),
+        has_aux=True)(actor_params, state, obs, key)
     updates, actor_opt_state = actor_opt.update(grads, state.actor_opt, actor_params)
     actor = {"params": optax.apply_updates(actor_params, updates), **actor_rest}
     state = state.replace(
@@ -281,40 +290,32 @@ def _actor_step(config: DDPGConfig, spec: EnvSpec, state: DDPGState, obs: Array,
     return state, {"actor_loss": loss, "actor_grad_norm": optax.tree.norm(grads)}
 
 
-def update(config: DDPGConfig, spec: EnvSpec, state: DDPGState, batch: PrioritizedSample,
-           key: PRNGKey, axis_name: str | None = None) -> tuple[DDPGState, Metrics, Array]:
+def update(config: DDPGConfig, spec: EnvSpec, state: DDPGState, batch: Sample,
+           key: PRNGKey, parallel: _Parallel = None) -> Update:
     """One critic step, one actor step (on the new critic; every ``policy_delay``-th
-    step only), then soft target updates (with the actor step).
-
-    With ``axis_name`` the batch is one equal shard of a batch split over that mesh axis
-    (inside ``shard_map``): losses, gradients and batch-norm statistics are the whole
-    batch's (averaged over the shards), so every shard takes the same steps; the TD
-    errors stay the shard's.
-    """
+    step only), then soft target updates (with the actor step)."""
+    parallel = parallel or _Parallel()
     target_key, actor_key = jax.random.split(key)
-    critic_opt = _optimizers(config)[1]
+    critic_opt = _optimizers(config, parallel.grad_transform)[1]
     critic_params, _ = _split(state.critic)
     (c_loss, (td, q, critic_rest)), c_grads = jax.value_and_grad(
-        functools.partial(critic_loss, config, spec, axis_name=axis_name), has_aux=True)(
-            critic_params, state, batch, target_key)
+        functools.partial(critic_loss, config, spec, batch_norm_axis=parallel.batch_norm_axis),
+        has_aux=True)(critic_params, state, batch, target_key)
     q_mean, td_abs_mean = jnp.mean(q), jnp.mean(jnp.abs(td))
-    if axis_name is not None:
-        c_loss, c_grads, q_mean, td_abs_mean = jax.lax.pmean(
-            (c_loss, c_grads, q_mean, td_abs_mean), axis_name)
     updates, critic_opt_state = critic_opt.update(c_grads, state.critic_opt, critic_params)
     critic = {"params": optax.apply_updates(critic_params, updates), **critic_rest}
     state = state.replace(critic=critic, critic_opt=critic_opt_state)
 
     obs = batch.transition.obs
     if config.policy_delay == 1:
-        state, actor_metrics = _actor_step(config, spec, state, obs, actor_key, axis_name)
+        state, actor_metrics = _actor_step(config, spec, state, obs, actor_key, parallel)
     else:
         def skip(state, obs, key):
             return state, {"actor_loss": jnp.zeros(()), "actor_grad_norm": jnp.zeros(())}
 
         def step(state, obs, key):
             # Scaled so that the mean over policy_delay steps is the actor steps' mean.
-            state, m = _actor_step(config, spec, state, obs, key, axis_name)
+            state, m = _actor_step(config, spec, state, obs, key, parallel)
             return state, jax.tree.map(lambda x: x * config.policy_delay, m)
 
         state, actor_metrics = jax.lax.cond(state.step % config.policy_delay == 0, step, skip,
@@ -323,7 +324,7 @@ def update(config: DDPGConfig, spec: EnvSpec, state: DDPGState, batch: Prioritiz
     metrics = {"critic_loss": c_loss, "q_mean": q_mean, "td_abs_mean": td_abs_mean,
                "critic_grad_norm": optax.tree.norm(c_grads),
                "noise_scale": jnp.mean(state.noise_scale), **actor_metrics}
-    return state, metrics, td
+    return Update(state, metrics, td)
 
 
 def td_error(config: DDPGConfig, spec: EnvSpec, state: DDPGState, transition: Any) -> Array:
@@ -335,11 +336,21 @@ def td_error(config: DDPGConfig, spec: EnvSpec, state: DDPGState, transition: An
     return jax.vmap(ddpg_critic_td)(q, transition.reward, transition.discount, q_t)
 
 
-def make_ddpg(config: DDPGConfig, spec: EnvSpec, axis_name: str | None = None) -> OffPolicyAgent:
+def make_ddpg(config: DDPGConfig, spec: EnvSpec, *,
+              grad_transform: optax.GradientTransformation | None = None,
+              batch_norm_axis: str | None = None) -> Agent:
     """Builds the DDPG agent for a continuous-action environment.
 
-    ``axis_name``: learn data-parallel over that mesh axis (``update`` runs inside
-    ``shard_map`` on a shard of each batch; see :mod:`rljax.parallel.data_parallel`).
+    Args:
+        config: hyperparameters.
+        spec: the environment's spec.
+        grad_transform: applied to the gradients before both optimizers (the parallel
+            layer passes one that averages them over devices); None: nothing.
+        batch_norm_axis: the one place an agent names a mesh axis. With ``batch_norm``
+            and data-parallel learning, each device holds a slice of every batch, and
+            flax's BatchNorm can only take the whole batch's statistics through a named
+            mesh axis (a mean over devices inside the layer); averaging gradients
+            afterwards cannot recover them. The parallel layer passes its axis here; None elsewhere.
 
     Raises:
         ValueError: if the environment's actions are discrete or not a 1-D box.
@@ -352,11 +363,12 @@ def make_ddpg(config: DDPGConfig, spec: EnvSpec, axis_name: str | None = None) -
         raise ValueError(f"DDPG in rljax needs vector observations and 1-D actions; "
                          f"{spec.task_id} has observations {spec.obs_shape} and actions "
                          f"{spec.action_shape}")
-    return OffPolicyAgent(
-        init=functools.partial(init, config, spec),
+    parallel = _Parallel(grad_transform, batch_norm_axis)
+    return Agent(
+        init=functools.partial(init, config, spec, grad_transform=grad_transform),
         act=functools.partial(act, config, spec),
-        update=functools.partial(update, config, spec, axis_name=axis_name),
-        greedy_act=functools.partial(greedy_act, config, spec),
+        update=functools.partial(update, config, spec, parallel=parallel),
+        policy=functools.partial(policy, config, spec),
         params=lambda state: state.actor,
         td_error=functools.partial(td_error, config, spec),
     )

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import dataclasses
 
-from rljax.agents.base import check_positive, check_range, check_sizes
-from rljax.networks.core import get_activation
+from rljax import validate
+from rljax.losses.value_learning import LOSSES
+from rljax.networks.core import ACTIVATIONS
+from rljax.validate import Schedule
 
-_CHOICES = {"noise": ("ou", "gaussian", "none"), "critic_loss": ("l2", "huber"),
-            "target_critic_init": ("zeros", "copy"), "noisy_noise": ("ou", "key")}
+_CHOICES = {"noise": ("ou", "gaussian", "none"), "td_loss": LOSSES,
+            "target_critic_init": ("zeros", "copy"), "noisy_noise": ("ou", "key"),
+            "activation": tuple(ACTIVATIONS)}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -21,13 +24,15 @@ class DDPGConfig:
         env_steps_per_update: steps of every env between learning phases.
         grad_steps: gradient steps per learning phase.
         batch_size: transitions per gradient step.
-        min_replay: transitions stored before learning starts.
-        replay_capacity: transitions kept.
+        buffer_size: replay capacity in transitions.
+        learning_starts: transitions in replay before learning starts, from
+            ``batch_size`` to ``buffer_size``; None: a full buffer. :attr:`min_replay` is
+            the count.
         gamma: discount.
         n_step: n-step return length (1: one-step TD).
         prioritized: proportional prioritized replay; False: uniform.
         alpha: priority exponent.
-        beta: importance-sampling exponent (constant).
+        beta: importance-sampling exponent schedule, ``((update, value), ...)``.
         priority_eps: added to ``|delta|`` in priorities.
         initial_priorities: new transitions get their TD error as priority (else the
             largest priority so far).
@@ -47,7 +52,7 @@ class DDPGConfig:
         actor_weight_decay: L2 coefficient of the actor (added to the gradient).
         critic_weight_decay: L2 coefficient of the critic.
         max_grad_norm: clip each network's gradient to this global norm; None: off.
-        critic_loss: "l2" (0.5 delta^2) or "huber".
+        td_loss: loss of the critic's TD error, "l2" (0.5 delta^2) or "huber".
         huber_delta: Huber threshold.
         tau: soft target-update rate of both networks.
         target_critic_init: "zeros": the target critic starts with zero weights (the
@@ -80,13 +85,13 @@ class DDPGConfig:
     env_steps_per_update: int = 50
     grad_steps: int = 100
     batch_size: int = 128
-    min_replay: int = 10_000
-    replay_capacity: int = 1_000_000
+    buffer_size: int = 1_000_000
+    learning_starts: int | None = 10_000
     gamma: float = 0.97
     n_step: int = 1
     prioritized: bool = True
     alpha: float = 0.6
-    beta: float = 1.0
+    beta: Schedule = ((0, 1.0),)
     priority_eps: float = 1e-5
     initial_priorities: bool = True
     flush_every: int | None = None
@@ -103,7 +108,7 @@ class DDPGConfig:
     actor_weight_decay: float = 1e-4
     critic_weight_decay: float = 1e-4
     max_grad_norm: float | None = None
-    critic_loss: str = "l2"
+    td_loss: str = "l2"
     huber_delta: float = 1.0
     tau: float = 5e-4
     target_critic_init: str = "zeros"
@@ -123,41 +128,44 @@ class DDPGConfig:
     policy_delay: int = 1
 
     def __post_init__(self):
-        check_positive(self, "num_envs", "env_steps_per_update", "grad_steps", "batch_size",
-                       "min_replay", "replay_capacity", "n_step", "policy_delay", integer=True)
-        check_positive(self, "actor_lr", "critic_lr", "huber_delta")
-        if self.flush_every is not None:
-            check_positive(self, "flush_every", integer=True)
-        if self.lr_decay_steps is not None:
-            check_positive(self, "lr_decay_steps", integer=True)
-        for name in ("gamma", "beta", "tau", "noise_decay", "lr_end_factor"):
-            check_range(self, name, 0.0, 1.0)
+        for name in ("num_envs", "env_steps_per_update", "grad_steps", "batch_size", "n_step",
+                     "policy_delay"):
+            validate.integer(name, getattr(self, name), low=1)
+        validate.integer("lr_decay_steps", self.lr_decay_steps, low=1, optional=True)
+        # Replay slots and the sampled-batch counter (flush_every divides it) are int32.
+        int32_max = validate.INT32_LIMIT - 1
+        validate.integer("buffer_size", self.buffer_size, low=1, high=int32_max,
+                         note=validate.INT32_NOTE)
+        validate.integer("flush_every", self.flush_every, low=1, high=int32_max, optional=True,
+                         note=validate.INT32_NOTE)
+        validate.integer("learning_starts", self.learning_starts, low=self.batch_size,
+                         high=self.buffer_size, optional=True,
+                         note="from batch_size to buffer_size; None: a full buffer")
+        for name in ("actor_lr", "critic_lr", "huber_delta"):
+            validate.number(name, getattr(self, name), low=0.0, low_open=True)
+        for name in ("gamma", "tau", "noise_decay", "lr_end_factor", "ou_theta"):
+            validate.number(name, getattr(self, name), low=0.0, high=1.0)
         for name in ("alpha", "priority_eps", "actor_weight_decay", "critic_weight_decay",
                      "ou_sigma", "gaussian_sigma", "noise_scale", "noise_scale_min",
                      "noisy_sigma0", "target_noise", "target_noise_clip"):
-            check_range(self, name, 0.0, 1e6)
-        check_range(self, "ou_theta", 0.0, 1.0)
-        check_range(self, "negative_slope", -1e3, 1e3)
-        check_range(self, "batch_norm_momentum", 0.0, 0.999999)
-        check_range(self, "max_grad_norm", 1e-12, 1e12, optional=True)
-        check_sizes(self, "actor_hidden")
-        check_sizes(self, "critic_hidden")
-        get_activation(self.activation)
+            validate.number(name, getattr(self, name), low=0.0, high=1e6)
+        validate.number("negative_slope", self.negative_slope, low=-1e3, high=1e3)
+        validate.number("batch_norm_momentum", self.batch_norm_momentum, low=0.0, high=0.999999)
+        validate.number("max_grad_norm", self.max_grad_norm, low=1e-12, high=1e12, optional=True)
+        validate.schedule("beta", self.beta, low=0.0, high=1.0)
+        validate.sizes("actor_hidden", self.actor_hidden)
+        validate.sizes("critic_hidden", self.critic_hidden)
         for name in ("prioritized", "initial_priorities", "batch_norm", "noisy",
                      "twin_critics"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
+            validate.boolean(name, getattr(self, name))
         for name, allowed in _CHOICES.items():
-            if getattr(self, name) not in allowed:
-                raise ValueError(f"{name} must be one of {', '.join(allowed)}, "
-                                 f"got {getattr(self, name)!r}")
-        if self.batch_size > self.min_replay:
-            raise ValueError(f"min_replay must be >= batch_size ({self.batch_size}), "
-                             f"got {self.min_replay}")
-        if self.min_replay > self.replay_capacity:
-            raise ValueError(f"min_replay must be <= replay_capacity "
-                             f"({self.replay_capacity}), got {self.min_replay}")
+            validate.choice(name, getattr(self, name), allowed)
 
     @property
     def steps_per_update(self) -> int:
         return self.num_envs * self.env_steps_per_update
+
+    @property
+    def min_replay(self) -> int:
+        """Transitions in replay before learning starts."""
+        return self.buffer_size if self.learning_starts is None else self.learning_starts

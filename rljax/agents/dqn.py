@@ -18,7 +18,14 @@ A Q-network learns from (prioritized, n-step) replay; each gradient step minimiz
   layers are NoisyDense, fresh factorized noise per env at each acting step and per
   network at each gradient step;
 * the target network is copied every ``target_period`` loop updates (``target_period *
-  grad_steps`` gradient steps) or, with ``tau`` set, Polyak-averaged after every step.
+  grad_steps`` gradient steps) or, with ``tau`` set, Polyak-averaged after every step;
+* a categorical head (C51, Bellemare et al. 2017) with ``num_atoms = K > 1``: each action's
+  return is a distribution ``p(s, a)`` over the atoms ``z = linspace(v_min, v_max, K)``
+  and ``Q(s, a) = sum_k z_k p_k(s, a)`` acts. The loss is the cross-entropy to the
+  projection of ``r + discount * z`` under ``p'(s', a*)``, ``a*`` picked by the online
+  network's ``Q`` (by the target's without ``double_q``), and replay's priorities come
+  from ``KL(target || p(s, a))`` (Hessel et al. 2018, sec. 3). With dueling, NoisyNet,
+  n-step returns and prioritized replay this is Rainbow.
 
 Schedules (epsilon, prioritized replay's beta) are piecewise linear in the number of loop
 updates, given as ``((update, value), ...)`` points (:func:`rljax.exploration.piecewise_linear`).
@@ -34,20 +41,22 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from rljax import exploration, losses
-from rljax.agents.base import OffPolicyAgent, check_positive, check_range, check_sizes
-from rljax.buffers.nstep import NStepTransition
-from rljax.buffers.prioritized import PrioritizedSample
+from rljax import exploration, losses, validate
+from rljax.agents.base import (  # noqa: I001
+    Agent,
+    Update,
+    with_grad_transform,
+)
 from rljax.envs.spec import EnvSpec
 from rljax.losses.value_learning import LOSSES
 from rljax.networks import Network, make_q_network, noise_like
 from rljax.networks.conv import METHODS as CONV_METHODS
-from rljax.networks.core import get_activation
+from rljax.networks.core import ACTIVATIONS
 from rljax.targets import periodic_update, soft_update
-from rljax.types import Array, Metrics, Params, PRNGKey
+from rljax.types import Array, Metrics, NStepTransition, Params, PRNGKey, Sample
+from rljax.validate import Schedule
 
-Schedule = tuple[tuple[int, float], ...]
-_CHOICES = {"loss": LOSSES, "conv_method": CONV_METHODS}
+_CHOICES = {"td_loss": LOSSES, "conv_method": CONV_METHODS, "activation": tuple(ACTIVATIONS)}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -63,8 +72,9 @@ class DQNConfig:
         grad_steps: gradient steps per update.
         batch_size: transitions per gradient step.
         buffer_size: replay capacity in transitions.
-        learning_starts: transitions in replay before learning starts; None: a full
-            buffer (frame replay: every row written, see ``rljax.loops.memory``).
+        learning_starts: transitions in replay before learning starts, from
+            ``batch_size`` to ``buffer_size``; None: a full buffer (frame replay: every
+            row written, see ``rljax.loops.memory``). :attr:`min_replay` is the count.
         prioritized: proportional prioritized replay; False: uniform.
         alpha: priority exponent.
         priority_eps: added to ``|delta|`` in priorities.
@@ -73,7 +83,7 @@ class DQNConfig:
             only), else the largest priority so far.
         epsilon: epsilon-greedy schedule, ``((update, value), ...)``; unused with ``noisy``.
         noisy: NoisyNet head instead of epsilon-greedy.
-        sigma0: NoisyDense initial noise scale.
+        noisy_sigma0: NoisyDense initial noise scale.
         n_step: n-step return length (1: one-step TD).
         gamma: discount.
         double_q: double Q-learning target; False: the max of the target network.
@@ -81,11 +91,14 @@ class DQNConfig:
         hidden_sizes: MLP torso layer sizes (vector observations; frames get the Nature CNN).
         head_hidden_sizes: hidden layers of the head (of each dueling stream).
         activation: hidden activation name.
-        conv_method: the Nature CNN's convolutions (frames only): "matmul" (im2col;
-            faster per gradient step on an H100 and on XLA:CPU, where the two are within
-            noise of each other in the whole training loop) or "xla".
-        loss: "huber" or "l2".
+        conv_method: the Nature CNN's convolutions (frames only): "matmul" (im2col, no
+            convolution op; see rljax/networks/conv.py) or "xla".
+        td_loss: loss of the TD error, "huber" or "l2" (unused with ``num_atoms > 1``).
         huber_delta: where the Huber loss turns linear.
+        num_atoms: 1: the head gives Q-values; ``K > 1`` (51 in C51 and Rainbow): a
+            categorical head over ``K`` atoms, learned by cross-entropy.
+        v_min: the lowest atom (the categorical head's support starts there).
+        v_max: the highest atom, above ``v_min``.
         lr: Adam learning rate.
         adam_eps: Adam epsilon.
         max_grad_norm: clip gradients to this global norm; None: off.
@@ -110,7 +123,7 @@ class DQNConfig:
     initial_priorities: bool = False
     epsilon: Schedule = ((0, 1.0), (25_000, 0.1), (500_000, 0.01))
     noisy: bool = False
-    sigma0: float = 0.5
+    noisy_sigma0: float = 0.5
     n_step: int = 1
     gamma: float = 0.99
     double_q: bool = True
@@ -119,8 +132,11 @@ class DQNConfig:
     head_hidden_sizes: tuple[int, ...] = ()
     activation: str = "relu"
     conv_method: str = "matmul"
-    loss: str = "huber"
+    td_loss: str = "huber"
     huber_delta: float = 1.0
+    num_atoms: int = 1
+    v_min: float = -10.0
+    v_max: float = 10.0
     lr: float = 2.5e-4
     adam_eps: float = 1e-8
     max_grad_norm: float | None = 0.5
@@ -130,42 +146,40 @@ class DQNConfig:
     unroll: bool = False
 
     def __post_init__(self):
-        check_positive(self, "num_envs", "env_steps_per_update", "grad_steps", "batch_size",
-                       "buffer_size", "n_step", "target_period", integer=True)
-        check_positive(self, "lr", "huber_delta", "adam_eps")
-        check_range(self, "gamma", 0.0, 1.0)
-        check_range(self, "alpha", 0.0, 1e3)
-        check_range(self, "priority_eps", 0.0, 1e3)
-        check_range(self, "sigma0", 0.0, 1e3)
-        check_range(self, "tau", 0.0, 1.0, optional=True)
-        check_range(self, "max_grad_norm", 1e-12, 1e12, optional=True)
-        check_sizes(self, "hidden_sizes")
-        if not isinstance(self.head_hidden_sizes, tuple) or not all(
-                isinstance(v, int) and not isinstance(v, bool) and v > 0
-                for v in self.head_hidden_sizes):
-            raise ValueError(f"head_hidden_sizes must be a tuple of positive integers "
-                             f"(possibly empty), got {self.head_hidden_sizes!r}")
-        get_activation(self.activation)
+        for name in ("num_envs", "env_steps_per_update", "grad_steps", "batch_size", "n_step"):
+            validate.integer(name, getattr(self, name), low=1)
+        validate.integer("num_atoms", self.num_atoms, low=1,
+                         note="1: Q-values; 2 or more: a categorical return distribution")
+        for name in ("v_min", "v_max"):
+            validate.number(name, getattr(self, name))
+        if not self.v_min < self.v_max:
+            raise ValueError(f"v_min must be below v_max (the categorical support runs from "
+                             f"v_min to v_max), got v_min={self.v_min!r} and "
+                             f"v_max={self.v_max!r}")
+        # Replay slots and the update counter (target_period divides it) are int32.
+        for name in ("buffer_size", "target_period"):
+            validate.integer(name, getattr(self, name), low=1, high=validate.INT32_LIMIT - 1,
+                             note=validate.INT32_NOTE)
+        validate.integer("learning_starts", self.learning_starts, low=self.batch_size,
+                         high=self.buffer_size, optional=True,
+                         note="from batch_size to buffer_size; None: a full buffer")
+        for name in ("lr", "huber_delta", "adam_eps"):
+            validate.number(name, getattr(self, name), low=0.0, low_open=True)
+        validate.number("gamma", self.gamma, low=0.0, high=1.0)
+        for name in ("alpha", "priority_eps", "noisy_sigma0"):
+            validate.number(name, getattr(self, name), low=0.0, high=1e3)
+        validate.number("tau", self.tau, low=0.0, high=1.0, optional=True)
+        validate.number("max_grad_norm", self.max_grad_norm, low=1e-12, high=1e12, optional=True)
+        validate.sizes("hidden_sizes", self.hidden_sizes)
+        validate.sizes("head_hidden_sizes", self.head_hidden_sizes, allow_empty=True)
         for name, allowed in _CHOICES.items():
-            if getattr(self, name) not in allowed:
-                raise ValueError(f"{name} must be one of {', '.join(allowed)}, "
-                                 f"got {getattr(self, name)!r}")
+            validate.choice(name, getattr(self, name), allowed)
         for name in ("prioritized", "initial_priorities", "noisy", "double_q", "dueling",
                      "unroll"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"{name} must be true or false, got {getattr(self, name)!r}")
-        if self.frame_replay is not None and not isinstance(self.frame_replay, bool):
-            raise ValueError(f"frame_replay must be true, false or None, "
-                             f"got {self.frame_replay!r}")
-        if self.learning_starts is not None:
-            check_positive(self, "learning_starts", integer=True)
-            if not self.batch_size <= self.learning_starts <= self.buffer_size:
-                raise ValueError(
-                    f"learning_starts must be in [batch_size={self.batch_size}, "
-                    f"buffer_size={self.buffer_size}] or None (a full buffer), "
-                    f"got {self.learning_starts!r}")
-        _check_schedule("epsilon", self.epsilon)
-        _check_schedule("beta", self.beta)
+            validate.boolean(name, getattr(self, name))
+        validate.boolean("frame_replay", self.frame_replay, optional=True)
+        validate.schedule("epsilon", self.epsilon, low=0.0, high=1.0)
+        validate.schedule("beta", self.beta, low=0.0, high=1.0)
 
     @property
     def steps_per_update(self) -> int:
@@ -176,20 +190,10 @@ class DQNConfig:
         """Transitions in replay before learning starts."""
         return self.buffer_size if self.learning_starts is None else self.learning_starts
 
-
-def _check_schedule(name: str, points: Schedule) -> None:
-    """Schedules are tuples of ``(update, value)`` pairs with values in [0, 1]."""
-    ok = isinstance(points, tuple) and all(isinstance(p, tuple) for p in points)
-    try:
-        if not ok:
-            raise ValueError("not a tuple of pairs")
-        exploration.piecewise_linear(points)
-    except ValueError as e:
-        raise ValueError(f"{name} must be a schedule ((update, value), ...) with increasing "
-                         f"updates, e.g. '0:1.0,25000:0.1' on the command line, got "
-                         f"{points!r} ({e})") from None
-    if not all(0.0 <= v <= 1.0 for _, v in points):
-        raise ValueError(f"{name} values must be in [0, 1], got {points!r}")
+    @property
+    def distributional(self) -> bool:
+        """Whether the head is categorical (``num_atoms > 1``)."""
+        return self.num_atoms > 1
 
 
 def epsilon_schedule(config: DQNConfig) -> optax.Schedule:
@@ -225,20 +229,45 @@ class DQNState:
 def _network(config: DQNConfig, spec: EnvSpec) -> Network:
     return make_q_network(spec.obs_shape, spec.num_actions, config.hidden_sizes,
                           head_hidden_sizes=config.head_hidden_sizes, dueling=config.dueling,
-                          noisy=config.noisy, sigma0=config.sigma0,
-                          activation=config.activation, conv_method=config.conv_method)
+                          noisy=config.noisy, sigma0=config.noisy_sigma0,
+                          activation=config.activation, conv_method=config.conv_method,
+                          num_atoms=config.num_atoms if config.distributional else None)
 
 
-def _make_optimizer(config: DQNConfig) -> optax.GradientTransformation:
+def support(config: DQNConfig) -> Array:
+    """The categorical head's atoms ``z [K]``: ``num_atoms`` evenly spaced from ``v_min``
+    to ``v_max`` (traced when a sweep varies them)."""
+    return jnp.linspace(config.v_min, config.v_max, config.num_atoms, dtype=jnp.float32)
+
+
+def _mean_q(support: Array, logits: Array) -> Array:
+    """Mean returns ``[..., A]`` of logits ``[..., A, K]``; ``-inf`` for an action whose
+    logits are all ``-inf`` (masked), where the softmax would give NaN."""
+    q = losses.categorical_q_values(support, logits)
+    return jnp.where(jnp.all(logits == -jnp.inf, axis=-1), -jnp.inf, q)
+
+
+def q_values(config: DQNConfig, out: Array) -> Array:
+    """``Q(s, .) [..., A]`` from the network's output: the output itself, or with a
+    categorical head (logits ``[..., A, K]``) the mean returns ``sum_k z_k p_k``."""
+    return _mean_q(support(config), out) if config.distributional else out
+
+
+def _make_optimizer(config: DQNConfig,
+                    grad_transform: optax.GradientTransformation | None = None
+                    ) -> optax.GradientTransformation:
     clip = [optax.clip_by_global_norm(config.max_grad_norm)] if config.max_grad_norm else []
     # One flat vector: a handful of kernels per step instead of several per parameter array.
-    return optax.flatten(optax.chain(*clip, optax.adam(config.lr, eps=config.adam_eps)))
+    return with_grad_transform(
+        optax.flatten(optax.chain(*clip, optax.adam(config.lr, eps=config.adam_eps))),
+        grad_transform)
 
 
-def init(config: DQNConfig, spec: EnvSpec, key: PRNGKey) -> DQNState:
+def init(config: DQNConfig, spec: EnvSpec, key: PRNGKey,
+         grad_transform: optax.GradientTransformation | None = None) -> DQNState:
     params = _network(config, spec).init(key, jnp.zeros((1,) + spec.obs_shape, spec.obs_dtype))
     return DQNState(params=params, target_params=jax.tree.map(jnp.copy, params),
-                    opt_state=_make_optimizer(config).init(params),
+                    opt_state=_make_optimizer(config, grad_transform).init(params),
                     step=jnp.zeros((), jnp.int32), update_step=jnp.zeros((), jnp.int32))
 
 
@@ -251,7 +280,7 @@ def _per_env_noise(params: Params, key: PRNGKey, num_envs: int) -> dict:
 
 
 def act(config: DQNConfig, spec: EnvSpec, state: DQNState, obs: Array, key: PRNGKey,
-        step: Array, new_episode: Array) -> tuple[Array, DQNState]:
+        step: Array, new_episode: Array) -> tuple[Array, dict, DQNState]:
     """Exploring actions ``[B]``: epsilon-greedy at ``epsilon(step)``, or greedy in a
     noisy network with fresh noise per env."""
     del new_episode
@@ -259,15 +288,16 @@ def act(config: DQNConfig, spec: EnvSpec, state: DQNState, obs: Array, key: PRNG
     state = state.replace(update_step=jnp.asarray(step, jnp.int32))
     if config.noisy:
         noise = _per_env_noise(state.params, key, obs.shape[0])
-        q = net.apply(state.params, obs, noise=noise)
-        return jnp.argmax(q, axis=-1).astype(jnp.int32), state
-    q = net.apply(state.params, obs)
-    return exploration.epsilon_greedy(key, q, epsilon_schedule(config)(step)), state
+        q = q_values(config, net.apply(state.params, obs, noise=noise))
+        return jnp.argmax(q, axis=-1).astype(jnp.int32), {}, state
+    q = q_values(config, net.apply(state.params, obs))
+    return exploration.epsilon_greedy(key, q, epsilon_schedule(config)(step)), {}, state
 
 
-def greedy_act(config: DQNConfig, spec: EnvSpec, params: Params, obs: Array) -> Array:
-    """Noise-free greedy actions ``[B]``."""
-    return jnp.argmax(_network(config, spec).apply(params, obs), axis=-1).astype(jnp.int32)
+def policy(config: DQNConfig, spec: EnvSpec, params: Params, obs: Array) -> Array:
+    """Noise-free greedy actions ``[B]`` (of the mean returns with a categorical head)."""
+    q = q_values(config, _network(config, spec).apply(params, obs))
+    return jnp.argmax(q, axis=-1).astype(jnp.int32)
 
 
 def td_errors(config: DQNConfig, net: Network, params: Params, target_params: Params,
@@ -290,36 +320,101 @@ def td_errors(config: DQNConfig, net: Network, params: Params, target_params: Pa
     return td, q_tm1
 
 
+def _categorical_target(support: Array, r_t: Array, discount_t: Array,
+                        logits_t_select: Array, logits_t_target: Array) -> Array:
+    """One transition's target ``[K]``: the target network's distribution at ``a*``
+    (the best mean return of ``logits_t_select [A, K]``) projected after ``r_t +
+    discount_t * z``."""
+    a_star = jnp.argmax(_mean_q(support, logits_t_select))
+    probs_t = jax.nn.softmax(logits_t_target[a_star])
+    return jax.lax.stop_gradient(
+        losses.categorical_projection(support, probs_t, r_t, discount_t))
+
+
+def categorical_targets(config: DQNConfig, net: Network, params: Params,
+                        target_params: Params, transition: NStepTransition,
+                        key: PRNGKey | None = None) -> tuple[Array, Array]:
+    """Projected target distributions ``[N, K]`` of a batch of transitions, and the
+    online logits ``[N, A, K]`` of their states (Bellemare et al. 2017, algorithm 1,
+    with the n-step discount and double-Q selection of Hessel et al. 2018).
+
+    ``discount = gamma^m (1 - terminated)``: a terminated transition's target is its
+    reward ``r`` projected; a truncated one bootstraps. Only ``params``' use on
+    ``transition.obs`` is differentiable. ``key`` draws the NoisyNet noise as in
+    :func:`td_errors`; None: noise-free.
+    """
+    keys = [None] * 3 if key is None else list(jax.random.split(key, 3))
+    logits_tm1 = net.apply(params, transition.obs, noise_key=keys[0])
+    logits_t_target = net.apply(target_params, transition.next_obs, noise_key=keys[1])
+    if config.double_q:
+        logits_t_select = net.apply(jax.lax.stop_gradient(params), transition.next_obs,
+                                    noise_key=keys[2])
+    else:
+        logits_t_select = logits_t_target
+    target = jax.vmap(functools.partial(_categorical_target, support(config)))(
+        transition.reward, transition.discount, logits_t_select, logits_t_target)
+    return target, logits_tm1
+
+
+def categorical_losses(logits_tm1: Array, a_tm1: Array, target: Array) -> tuple[Array, Array]:
+    """Per-transition cross-entropy ``[N]`` (the loss) and ``KL(target || p) [N]`` (the
+    priority), for logits ``[N, A, K]``, actions ``[N]`` and targets ``[N, K]``.
+
+    The two differ by the target's entropy, which does not depend on the parameters, so
+    they have the same gradient; the KL is 0 for a perfect prediction whatever the
+    target's spread, which makes it the priority (Hessel et al. 2018, sec. 3). Atoms
+    without target mass add nothing to either, ``-inf`` logits there included.
+    """
+    ce = jax.vmap(losses.categorical_td_loss)(logits_tm1, a_tm1, target)
+    neg_entropy = jnp.sum(target * jnp.log(jnp.where(target > 0, target, 1.0)), axis=-1)
+    # >= 0 in exact arithmetic; rounding may leave a few ulps below.
+    return ce, jnp.maximum(ce + neg_entropy, 0.0)
+
+
+def _categorical_loss(config: DQNConfig, net: Network, params: Params, target_params: Params,
+                      batch: Sample, key: PRNGKey | None) -> tuple[Array, tuple[Array, Metrics]]:
+    target, logits_tm1 = categorical_targets(config, net, params, target_params,
+                                             batch.transition, key)
+    ce, kl = categorical_losses(logits_tm1, batch.transition.action, target)
+    total = jnp.mean(batch.weights * ce)
+    q_tm1 = _mean_q(support(config), logits_tm1)
+    metrics = {"loss": total, "q_mean": jnp.mean(q_tm1, where=q_tm1 > -jnp.inf),
+               "td_abs_mean": jnp.mean(kl)}
+    return total, (kl, metrics)
+
+
 def loss(config: DQNConfig, spec: EnvSpec, params: Params, target_params: Params,
-         batch: PrioritizedSample, key: PRNGKey | None = None) -> tuple[Array, tuple[Array,
+         batch: Sample, key: PRNGKey | None = None) -> tuple[Array, tuple[Array,
                                                                                   Metrics]]:
     """Importance-weighted TD loss of a replay sample.
+
+    With a categorical head: the importance-weighted cross-entropy, ``mean_i w_i CE_i``,
+    and ``td_error`` is the per-transition ``KL(target || p) >= 0`` (see
+    :func:`categorical_losses`), from which replay's priorities are ``(KL + eps)^alpha``.
 
     Returns:
         ``(loss, (td_error [N], metrics))``.
     """
+    if config.distributional:
+        return _categorical_loss(config, _network(config, spec), params, target_params, batch,
+                                 key)
     td, q_tm1 = td_errors(config, _network(config, spec), params, target_params,
                           batch.transition, key)
-    total = losses.weighted_td_loss(td, batch.weights, loss=config.loss,
+    total = losses.weighted_td_loss(td, batch.weights, loss=config.td_loss,
                                     delta=config.huber_delta)
     metrics = {"loss": total, "q_mean": jnp.mean(q_tm1), "td_abs_mean": jnp.mean(jnp.abs(td))}
     return total, (td, metrics)
 
 
-def update(config: DQNConfig, spec: EnvSpec, state: DQNState, batch: PrioritizedSample,
-           key: PRNGKey, axis_name: str | None = None) -> tuple[DQNState, Metrics, Array]:
-    """One gradient step and the target update; returns the TD errors for priorities.
-
-    With ``axis_name`` the batch is one equal shard of a batch split over that mesh axis
-    (inside ``shard_map``): gradients and metrics are averaged over the shards (the whole
-    batch's mean loss), so every shard takes the same step; the TD errors stay the shard's.
-    """
+def update(config: DQNConfig, spec: EnvSpec, state: DQNState, batch: Sample,
+           key: PRNGKey, grad_transform: optax.GradientTransformation | None = None
+           ) -> Update:
+    """One gradient step and the target update; returns the TD errors for priorities."""
     key = key if config.noisy else None
     grads, (td, metrics) = jax.grad(functools.partial(loss, config, spec), has_aux=True)(
         state.params, state.target_params, batch, key)
-    if axis_name is not None:
-        grads, metrics = jax.lax.pmean((grads, metrics), axis_name)
-    updates, opt_state = _make_optimizer(config).update(grads, state.opt_state, state.params)
+    optimizer = _make_optimizer(config, grad_transform)
+    updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
     step = state.step + 1
     if config.tau is not None:
@@ -331,21 +426,30 @@ def update(config: DQNConfig, spec: EnvSpec, state: DQNState, batch: Prioritized
     if not config.noisy:
         metrics["epsilon"] = epsilon_schedule(config)(state.update_step)
     state = state.replace(params=params, target_params=target, opt_state=opt_state, step=step)
-    return state, metrics, td
+    return Update(state, metrics, td)
 
 
 def td_error(config: DQNConfig, spec: EnvSpec, state: DQNState,
              transition: NStepTransition) -> Array:
-    """Noise-free TD errors ``[N]`` (initial priorities of new transitions)."""
-    return td_errors(config, _network(config, spec), state.params, state.target_params,
-                     transition)[0]
+    """Noise-free TD errors ``[N]`` (initial priorities of new transitions); the KL
+    divergences to the targets with a categorical head."""
+    net = _network(config, spec)
+    if config.distributional:
+        target, logits_tm1 = categorical_targets(config, net, state.params,
+                                                 state.target_params, transition)
+        return categorical_losses(logits_tm1, transition.action, target)[1]
+    return td_errors(config, net, state.params, state.target_params, transition)[0]
 
 
-def make_dqn(config: DQNConfig, spec: EnvSpec, axis_name: str | None = None) -> OffPolicyAgent:
+def make_dqn(config: DQNConfig, spec: EnvSpec, *,
+             grad_transform: optax.GradientTransformation | None = None) -> Agent:
     """Builds the DQN agent for a discrete-action environment.
 
-    ``axis_name``: learn data-parallel over that mesh axis (``update`` runs inside
-    ``shard_map`` on a shard of each batch; see :mod:`rljax.parallel.data_parallel`).
+    Args:
+        config: hyperparameters.
+        spec: the environment's spec.
+        grad_transform: applied to the gradients before the optimizer (the parallel layer
+            passes one that averages them over devices); None: nothing.
 
     Raises:
         ValueError: if the environment's actions are continuous.
@@ -355,11 +459,11 @@ def make_dqn(config: DQNConfig, spec: EnvSpec, axis_name: str | None = None) -> 
             f"DQN needs a discrete action space, but {spec.task_id} has a continuous one "
             f"(Box of shape {spec.action_shape}, low {spec.action_low}, high "
             f"{spec.action_high}); use a continuous-control agent such as ddpg")
-    return OffPolicyAgent(
-        init=functools.partial(init, config, spec),
+    return Agent(
+        init=functools.partial(init, config, spec, grad_transform=grad_transform),
         act=functools.partial(act, config, spec),
-        update=functools.partial(update, config, spec, axis_name=axis_name),
-        greedy_act=functools.partial(greedy_act, config, spec),
+        update=functools.partial(update, config, spec, grad_transform=grad_transform),
+        policy=functools.partial(policy, config, spec),
         params=lambda state: state.params,
         td_error=functools.partial(td_error, config, spec),
     )

@@ -31,25 +31,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from rljax.buffers._checks import float_in, positive_int
-from rljax.types import Array, Transition
-
-
-class NStepTransition(NamedTuple):
-    """An n-step transition, the record stored in replay and consumed by DQN / DDPG.
-
-    Attributes:
-        obs: observation at the start of the window, ``[B, *obs_shape]``.
-        action: first action of the window, ``[B]`` or ``[B, A]``.
-        reward: discounted reward sum over the window, ``[B]`` float32.
-        discount: ``gamma^m``, 0 if a termination ended the window, ``[B]`` float32.
-        next_obs: bootstrap observation ``m`` steps ahead, ``[B, *obs_shape]``.
-    """
-
-    obs: Array
-    action: Array
-    reward: Array
-    discount: Array
-    next_obs: Array
+from rljax.types import Array, NStepTransition, Transition
 
 
 @struct.dataclass

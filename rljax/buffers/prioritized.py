@@ -37,6 +37,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import struct
 
 from rljax.buffers import sum_tree
@@ -48,26 +49,13 @@ from rljax.buffers.replay import (
     scatter_rows,
     take_rows,
 )
-from rljax.types import Array, ArrayLike, PRNGKey
+from rljax.types import Array, ArrayLike, PRNGKey, Sample
 
 PRIORITY_MIN = 1e-30
 PRIORITY_MAX = 1e30
 
 
-class PrioritizedSample(NamedTuple):
-    """A prioritized sample.
-
-    Attributes:
-        indices: ``[K]`` int32 slots drawn (pass them back to ``update_priorities``).
-        transition: the stored pytree, every leaf ``[K, ...]``.
-        probabilities: ``[K]`` ``P(i) = p_i / sum_k p_k``.
-        weights: ``[K]`` importance weights ``(N P(i))^-beta``, divided by the batch max.
-    """
-
-    indices: Array
-    transition: Any
-    probabilities: Array
-    weights: Array
+PrioritizedSample = Sample  # the record lives in rljax.types
 
 
 @struct.dataclass
@@ -124,16 +112,38 @@ def priority(td_errors: ArrayLike, alpha: float, eps: float) -> Array:
     return jnp.clip(p, PRIORITY_MIN, PRIORITY_MAX)
 
 
-def importance_weights(p: Array, beta: ArrayLike) -> Array:
-    """``[K]`` weights ``(p_min / p_i) ** beta`` = ``(N P(i))^-beta / max_j (N P(j))^-beta``.
+def _check_beta(beta: ArrayLike) -> bool:
+    """Raises ``ValueError`` for a concrete ``beta`` outside ``[0, 1]``; returns whether it was
+    concrete (a traced one cannot be checked)."""
+    if isinstance(beta, jax.core.Tracer):
+        return False
+    value = np.asarray(beta)
+    if not (np.issubdtype(value.dtype, np.number) and not np.iscomplexobj(value)
+            and np.all((value >= 0) & (value <= 1))):
+        raise ValueError(f"beta must be in [0, 1], got {beta!r}")
+    return True
 
-    Taken as ``exp(beta * log(p_min / p_i))``, as :func:`priority` takes its power (XLA:CPU
-    vectorizes exp and log, not pow): relative error below ``3e-7 + 1.5e-7 |beta ln r|``."""
-    p = jnp.where(p > 0, p, jnp.inf)  # only reachable with an empty tree
-    # p_min / p underflows below 1e-38 when a batch spans > 38 decades: keep log finite there,
-    # so that beta = 0 gives 1, not 0 * -inf (the weight is ~0 for beta > 0 either way).
-    ratio = jnp.maximum(jnp.min(p) / p, jnp.finfo(jnp.float32).tiny)
-    return jnp.where(jnp.isfinite(p), jnp.exp(beta * jnp.log(ratio)), 1.0)
+
+def importance_weights(p: Array, beta: ArrayLike) -> Array:
+    """``[K]`` weights ``(p_ref / p_i) ** beta`` = ``(N P(i))^-beta / max_j (N P(j))^-beta``,
+    with ``p_ref`` the batch's smallest priority (its largest for a negative ``beta``).
+
+    ``beta`` must be in ``[0, 1]`` (``ValueError`` if it is concrete and is not); a traced one
+    is not checked, and any value gives the formula above. Taken as
+    ``exp(beta * log(p_ref / p_i))``, as :func:`priority` takes its power (XLA:CPU vectorizes
+    exp and log, not pow): relative error below ``3e-7 + 1.5e-7 |beta ln r|``."""
+    concrete = _check_beta(beta)
+    written = p > 0  # all but an empty tree's zeros
+    p = jnp.where(written, p, jnp.inf)
+    p_ref = jnp.min(p)
+    if not concrete:  # the largest (N P)^-beta is at the largest priority when beta < 0
+        p_ref = jnp.where(beta < 0, jnp.max(jnp.where(written, p, 0.0)), p_ref)
+    # p_ref / p underflows below 1e-38 (or overflows past 3e38 for beta < 0) when a batch spans
+    # > 38 decades: keep log finite there, so that beta = 0 gives 1, not 0 * -inf (the weight is
+    # ~0 for beta != 0 either way).
+    finfo = jnp.finfo(jnp.float32)
+    ratio = jnp.clip(p_ref / p, finfo.tiny, finfo.max)
+    return jnp.where(written, jnp.exp(beta * jnp.log(ratio)), 1.0)
 
 
 def proportional_draw(
@@ -213,7 +223,8 @@ def sample(
     Args:
         state: buffer state (must have ``can_sample``; an empty one returns slot 0).
         key: PRNG key.
-        beta: importance-sampling exponent in ``[0, 1]``, scalar (may be traced).
+        beta: importance-sampling exponent in ``[0, 1]``, scalar (may be traced; a concrete
+            value outside ``[0, 1]`` raises ``ValueError``).
         batch_size: number of draws ``K`` (bound by the factory).
 
     Returns:

@@ -8,16 +8,15 @@ row of ``fanout`` entries whose sum is the total. Capacity 100k takes 6 levels (
 would take 17) and about ``capacity * 8 / 7`` values. The per-level work (a ``[K, fanout]``
 gather of child rows, a ``[K, fanout] x [fanout, fanout]`` prefix-sum matmul and two fused
 reductions for a search; a gather, a row sum and a ``K``-entry scatter for a set) runs in a
-``fori_loop`` over levels, which on XLA:CPU compiles faster and ran as fast as the unrolled
+``fori_loop`` over levels, which on XLA:CPU compiles faster and runs as fast as the unrolled
 form (and keeps ``nodes`` in place). A search does about ``K * fanout`` element operations
-per level plus a fixed cost per level; on XLA:CPU, 128 stratified draws from 100k leaves
-took 12 us at fanout 8, 20 us at 16 and 28 us at 4 (32 draws: 7, 9 and 14 us), hence 8.
-Nothing touches a whole level, so with a donated state every operation is in place.
+per level plus a fixed cost per level; fanout 8 was the fastest of 4, 8 and 16 on XLA:CPU
+(figures in docs/benchmarks.md). Nothing touches a whole level, so with a donated state every operation is in place.
 
 On CPU, :func:`find` and :func:`set` run as native kernels instead (one XLA FFI call each,
 in place, same rules; :mod:`rljax.buffers._native`), chosen when the program is lowered;
-other backends run the JAX version below. In a scan over 100k leaves the kernels took 3.5 us
-for 128 queries (JAX: 11-15) and 1.6 us to write 128 leaves (JAX: 5.3-6.6). Both follow the
+other backends run the JAX version below (about 3x faster on CPU; docs/benchmarks.md). Both
+follow the
 descent of point 3 below, so the guarantees hold for either; they may disagree on a query
 within float32 rounding of a boundary, since they add the prefix sums in different orders.
 
@@ -69,8 +68,7 @@ from rljax.buffers._checks import positive_int
 from rljax.types import Array, ArrayLike, PRNGKey
 
 # De-duplication: an O(K^2) comparison is cheapest up to here; above, one sort of packed
-# (index, position) keys. Measured on XLA:CPU inside a scan: K = 32: 0.4-0.9 us quadratic,
-# 1.3 us sort; K = 128: 17 us quadratic, 2.4 us packed sort, 13 us argsort.
+# (index, position) keys (the crossover measured on XLA:CPU: docs/benchmarks.md).
 _DEDUP_QUADRATIC_MAX = 48
 DEFAULT_FANOUT = 8
 VALUE_MAX = 1e30  # float leaves are clipped here, so sums of up to 3e8 leaves stay finite

@@ -28,7 +28,7 @@ from flax import struct
 
 from rljax.envs.spec import EnvSpec, check_options
 from rljax.envs.stats import EpisodeStats, init_stats, update_stats
-from rljax.types import Array
+from rljax.types import Array, Split
 
 
 @struct.dataclass
@@ -192,7 +192,7 @@ def _seed_batched(pool_step: Callable, num_seeds: int) -> Callable:
 
 def make(task_id: str, num_envs: int = 8, seed: int = 0, *, num_seeds: int = 1,
          member_seeds: Sequence[int] | None = None, member_axis: bool | None = None,
-         data_shard: tuple[str, int, int] | None = None, **options: Any) -> Env:
+         data_shard: tuple[int, int, Split] | None = None, **options: Any) -> Env:
     """Builds a batched envpool environment.
 
     Args:
@@ -210,13 +210,13 @@ def make(task_id: str, num_envs: int = 8, seed: int = 0, *, num_seeds: int = 1,
         member_axis: give states a leading member axis (and ``step`` its vmap rule)
             even for one member (default: when ``num_seeds > 1``); used where several
             pools each hold a share of the members (``rljax.parallel.devices``).
-        data_shard: ``(axis_name, index, count)``: this pool holds shard ``index`` of
+        data_shard: ``(index, count, split)``: this pool holds shard ``index`` of
             ``count`` equal shards of one run's ``num_envs * count`` envs (envs
             ``index * num_envs ...``, seeded as in the unsharded run), for data-parallel
-            learning over a device mesh axis (``rljax.parallel.data_parallel``). Its
-            ``step`` must run inside ``shard_map`` over ``axis_name``: it gathers every
-            shard's rewards and episode ends, so the episode statistics are those of
-            the whole run, identical on every device.
+            learning (``rljax.parallel.data_parallel``). Its ``step`` gathers every
+            shard's rewards and episode ends with ``split`` (a :class:`rljax.types.Split`),
+            so the episode statistics are those of the whole run, identical on every
+            device.
         **options: envpool options (``max_episode_steps``, ``episodic_life``,
             ``reward_clip``, ``num_threads``, ...). For Atari rljax defaults to
             ``episodic_life=True, reward_clip=True``.
@@ -243,9 +243,9 @@ def make(task_id: str, num_envs: int = 8, seed: int = 0, *, num_seeds: int = 1,
     seeds = [s for member in member_seeds for s in env_seeds(member, int(num_envs))]
     stats_envs = total
     if data_shard is not None:
-        axis_name, shard, shards = data_shard
+        shard, shards, _ = data_shard
         if num_seeds != 1 or member_axis or not 0 <= shard < shards:
-            raise ValueError(f"data_shard={data_shard!r} needs one member and a shard index "
+            raise ValueError(f"data_shard={data_shard[:2]!r} needs one member and a shard index "
                              "in [0, count)")
         seeds = env_seeds(member_seeds[0], total * shards)[shard * total:(shard + 1) * total]
         stats_envs = total * shards
@@ -300,12 +300,10 @@ def make(task_id: str, num_envs: int = 8, seed: int = 0, *, num_seeds: int = 1,
         if data_shard is None:
             stats, ep_ret, ep_len = update_stats(state.stats, raw_reward, valid, episode_end)
         else:  # every shard's envs, in the unsharded run's order
-            everyone = lambda x: jax.lax.all_gather(x, data_shard[0], tiled=True)
-            stats, ep_ret, ep_len = update_stats(state.stats, everyone(raw_reward),
-                                                 everyone(valid), everyone(episode_end))
-            start = jax.lax.axis_index(data_shard[0]) * total
-            mine = lambda x: jax.lax.dynamic_slice_in_dim(x, start, total)
-            ep_ret, ep_len = mine(ep_ret), mine(ep_len)
+            split = data_shard[2]
+            stats, ep_ret, ep_len = update_stats(state.stats,
+                                                 *split.gather((raw_reward, valid, episode_end)))
+            ep_ret, ep_len = split.local((ep_ret, ep_len))
         new_state = EnvState(handle=handle, obs=obs, done=terminated | truncated, stats=stats)
         return new_state, StepResult(obs, reward, terminated, truncated, valid, episode_end,
                                      ep_ret, ep_len)

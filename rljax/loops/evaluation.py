@@ -1,6 +1,6 @@
 """Evaluation: the noise-free policy on separate envs, one episode per env.
 
-An evaluator steps ``episodes`` fresh envs with ``agent.greedy_act`` inside one
+An evaluator steps ``episodes`` fresh envs with ``agent.policy`` inside one
 compiled ``lax.while_loop`` until every env has finished its first episode (or
 its time limit), and returns each episode's return and length. Scores follow the
 env's episode statistics (for Atari: whole games, raw score).
@@ -18,12 +18,12 @@ import numpy as np
 from rljax import envs
 
 
-def make_evaluator(greedy_act: Callable, task_id: str, episodes: int, seed: int,
+def make_evaluator(policy: Callable, task_id: str, episodes: int, seed: int,
                    env_options: dict[str, Any] | None = None) -> Callable[[Any], dict]:
     """Builds ``evaluate(params) -> {"returns", "lengths", "return_mean", ...}``.
 
     Args:
-        greedy_act: ``greedy_act(params, obs [B, ...]) -> action [B, ...]``.
+        policy: ``policy(params, obs [B, ...]) -> action [B, ...]``.
         task_id: envpool task id.
         episodes: number of evaluation episodes (one env each), >= 1.
         seed: seed of the evaluation envs (keep it apart from training's).
@@ -43,7 +43,7 @@ def make_evaluator(greedy_act: Callable, task_id: str, episodes: int, seed: int,
 
         def body(carry):
             env_state, finished, returns, lengths, t = carry
-            action = greedy_act(params, env_state.obs)
+            action = policy(params, env_state.obs)
             env_state, out = env.step(env_state, action)
             first = out.episode_end & ~finished
             returns = jnp.where(first, out.episode_return, returns)

@@ -6,18 +6,14 @@ holds ``min_size`` transitions, ``grad_steps`` gradient steps, each sampling a
 batch, calling ``agent.update`` and writing the new priorities back. A chunk
 scans ``updates_per_chunk`` updates.
 
-XLA:CPU runs a conv-net gradient step about 10x slower inside a rolled loop than
-unrolled, so ``unroll=True`` (chosen for image observations) unrolls the gradient
-steps and the updates of a chunk; chunks are then kept small and the host calls
-the compiled chunk more often, which costs little next to conv learning.
+``unroll=True`` unrolls the gradient steps and the updates of a chunk (the DQN option
+``unroll``; XLA:CPU can run conv-net gradients faster unrolled than in a rolled loop).
 
-With ``axis_name`` the loop runs inside ``shard_map`` as one agent learning
-data-parallel (:mod:`rljax.parallel.data_parallel`): each device steps its own shard of
-the envs, while acting, storing and sampling see every shard (``all_gather``), so the
-replay, its priorities and each sampled batch are the same on every device; each device
-then learns from its equal slice of the batch (the agent averages gradients over the
-axis) and the slices' TD errors are gathered back for the priorities. The replay and
-sampling are repeated per device; the gradient work is split.
+For one agent learning data-parallel (:mod:`rljax.parallel.data_parallel`) the loop runs
+on each device's shard of the envs and ``split`` gives it the whole batch where needed:
+acting, storing and sampling see every shard, so the replay, its priorities and each
+sampled batch are the same on every device; each device then learns from its equal slice
+of the batch and the slices' TD errors are gathered back for the priorities.
 """
 
 from __future__ import annotations
@@ -27,11 +23,11 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 
-from rljax.agents.base import OffPolicyAgent
+from rljax.agents.base import Agent
 from rljax.envs import Env
 from rljax.loops.memory import Memory
 from rljax.loops.state import LoopState, Trainer, check_solved, initial_counters
-from rljax.types import Transition
+from rljax.types import WHOLE, Split, Transition
 
 
 def _example_transition(env: Env) -> Transition:
@@ -43,18 +39,19 @@ def _example_transition(env: Env) -> Transition:
                       jnp.zeros((), bool), obs)
 
 
-def make_off_policy_trainer(agent: OffPolicyAgent, env: Env, memory: Memory, *,
+def make_off_policy_trainer(agent: Agent, env: Env, memory: Memory, *,
                             env_steps_per_update: int, grad_steps: int,
                             updates_per_chunk: int,
                             beta_fn: Callable[[jax.Array], jax.Array] | None = None,
                             initial_priorities: bool = False, unroll: bool = False,
                             flush_every: int | None = None,
                             threshold: float | None = None,
-                            axis_name: str | None = None) -> Trainer:
+                            split: Split = WHOLE) -> Trainer:
     """Builds the compiled off-policy training loop.
 
     Args:
-        agent: an :class:`OffPolicyAgent`.
+        agent: an agent whose ``update`` takes a replay :class:`~rljax.types.Sample` and
+            returns TD errors.
         env: the batched environment.
         memory: replay memory (see :mod:`rljax.loops.memory`).
         env_steps_per_update: steps of every env per update.
@@ -68,9 +65,8 @@ def make_off_policy_trainer(agent: OffPolicyAgent, env: Env, memory: Memory, *,
         flush_every: empty the replay memory after every this many sampled
             batches (None: never), for agents that learn only from recent data.
         threshold: solve threshold for ``solved_at`` (None: never solved).
-        axis_name: learn data-parallel over this mesh axis (the chunk then runs inside
-            ``shard_map``; ``env`` steps the local shard of ``env.spec.num_envs`` envs and
-            ``agent`` averages its gradients over the axis).
+        split: one agent learning data-parallel (see the module docstring); ``env`` then
+            steps this device's shard of the envs.
     """
     if initial_priorities and agent.td_error is None:
         raise ValueError("initial_priorities needs an agent with a td_error function")
@@ -78,23 +74,7 @@ def make_off_policy_trainer(agent: OffPolicyAgent, env: Env, memory: Memory, *,
         raise ValueError(f"flush_every must be an integer >= 1 or None, got {flush_every!r}")
     num_envs = env.spec.num_envs
 
-    def gather(tree):
-        """Every shard's values along the leading axis (identity on one device)."""
-        if axis_name is None:
-            return tree
-        return jax.tree.map(lambda x: jax.lax.all_gather(x, axis_name, tiled=True), tree)
-
-    def local(tree):
-        """This shard's equal slice of the leading axis (identity on one device)."""
-        if axis_name is None:
-            return tree
-
-        def cut(x):
-            size = x.shape[0] // jax.lax.axis_size(axis_name)
-            return jax.lax.dynamic_slice_in_dim(x, jax.lax.axis_index(axis_name) * size, size)
-
-        return jax.tree.map(cut, tree)
-
+    gather, local = split
     beta_fn = beta_fn or (lambda step: jnp.ones((), jnp.float32))
     example = _example_transition(env)
 
@@ -111,7 +91,7 @@ def make_off_policy_trainer(agent: OffPolicyAgent, env: Env, memory: Memory, *,
     def env_step(carry, key):
         agent_state, env_state, mem_state, update_step = carry
         obs, done = gather((env_state.obs, env_state.done))
-        action, agent_state = agent.act(agent_state, obs, key, update_step, done)
+        action, _, agent_state = agent.act(agent_state, obs, key, update_step, done)
         env_state, out = env.step(env_state, local(action))
         reward, terminated, truncated, next_obs, valid = gather(
             (out.reward, out.terminated, out.truncated, out.obs, out.valid))

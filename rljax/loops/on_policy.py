@@ -1,8 +1,8 @@
 """The on-policy loop: rollout and update compiled as one ``lax.scan``.
 
-One update = ``rollout_len`` env steps of ``num_envs`` envs (act, envpool XLA
-step, record) followed by one call of ``agent.update`` on the rollout. A chunk
-scans ``updates_per_chunk`` updates; the host only sees the chunk's metrics.
+One update = ``rollout_len`` env steps of ``num_envs`` envs (act, envpool XLA step,
+record) followed by one call of ``agent.update`` on the :class:`~rljax.types.Rollout`. A
+chunk scans ``updates_per_chunk`` updates; the host only sees the chunk's metrics.
 """
 
 from __future__ import annotations
@@ -13,19 +13,23 @@ import jax.numpy as jnp
 from rljax.agents.base import Agent
 from rljax.envs import Env
 from rljax.loops.state import LoopState, Trainer, check_solved, initial_counters
-from rljax.types import Rollout
+from rljax.types import WHOLE, Rollout, Split
 
 
 def make_on_policy_trainer(agent: Agent, env: Env, *, rollout_len: int,
-                           updates_per_chunk: int, threshold: float | None = None) -> Trainer:
+                           updates_per_chunk: int, threshold: float | None = None,
+                           split: Split = WHOLE) -> Trainer:
     """Builds the compiled on-policy training loop.
 
     Args:
-        agent: an on-policy agent whose ``update`` takes a :class:`Rollout`.
+        agent: an agent whose ``update`` takes a :class:`Rollout`.
         env: the batched environment.
         rollout_len: env steps per env per update.
         updates_per_chunk: updates per compiled chunk.
         threshold: solve threshold for ``solved_at`` (None: never solved).
+        split: for one agent learning data-parallel (``rljax.parallel.data_parallel``):
+            the policy acts on every shard's observations and each shard keeps its own
+            envs' actions, so every env gets the action a one-device run gives it.
     """
     num_envs = env.spec.num_envs
 
@@ -39,27 +43,30 @@ def make_on_policy_trainer(agent: Agent, env: Env, *, rollout_len: int,
         return init_state(key, env.reset())
 
     def env_step(carry, key):
-        agent_state, env_state = carry
+        agent_state, env_state, update_step = carry
         obs = env_state.obs
-        action, _ = agent.act(agent.params(agent_state), obs, key, agent_state.step)
+        action, extras, agent_state = agent.act(agent_state, split.gather(obs), key,
+                                                update_step, split.gather(env_state.done))
+        action, extras = split.local((action, extras))
         env_state, out = env.step(env_state, action)
-        record = (obs, action, out.reward, out.terminated, out.truncated, out.valid)
-        return (agent_state, env_state), record
+        record = (obs, action, out.reward, out.terminated, out.truncated, out.valid, extras)
+        return (agent_state, env_state, update_step), record
 
-    def one_update(state: LoopState, _):
+    def one_update(state: LoopState, update_step):
         key, rollout_key, update_key = jax.random.split(state.key, 3)
-        (_, env_state), (obs, action, reward, term, trunc, valid) = jax.lax.scan(
-            env_step, (state.agent, state.env), jax.random.split(rollout_key, rollout_len),
-            unroll=rollout_len)
+        (agent_state, env_state, _), (obs, action, reward, term, trunc, valid, extras) = (
+            jax.lax.scan(env_step, (state.agent, state.env, update_step),
+                         jax.random.split(rollout_key, rollout_len), unroll=rollout_len))
         obs = jnp.concatenate([obs, env_state.obs[None]], axis=0)
-        batch = Rollout(obs, action, reward, term, trunc, valid)
-        agent_state, metrics = agent.update(state.agent, batch, update_key)
+        batch = Rollout(obs, action, reward, term, trunc, valid, extras)
+        agent_state, metrics, _ = agent.update(agent_state, batch, update_key)
         state = state.replace(agent=agent_state, env=env_state, key=key,
                               env_steps=state.env_steps + rollout_len * num_envs)
         return state.replace(solved_at=check_solved(state, threshold)), metrics
 
     def chunk(state: LoopState):
-        return jax.lax.scan(one_update, state, None, length=updates_per_chunk)
+        first = state.env_steps // (rollout_len * num_envs)
+        return jax.lax.scan(one_update, state, first + jnp.arange(updates_per_chunk))
 
     return Trainer(init=init, chunk=jax.jit(chunk, donate_argnums=0),
                    updates_per_chunk=updates_per_chunk,

@@ -11,6 +11,10 @@ Episode ends are handled by two per-step inputs:
 * ``end_t = terminated_t | truncated_t``: the return of step ``t`` must not
   continue into the next step, which belongs to another episode; after a
   truncation it bootstraps from ``v_t``, the value of the real final observation.
+
+Inputs of different float dtypes (float32, bfloat16, float16) are computed in their promoted
+dtype (``jnp.result_type``; integers promote to the default float), which is also the dtype of
+the result. An empty sequence (``T = 0``) gives an empty result.
 """
 
 from __future__ import annotations
@@ -18,7 +22,40 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from rljax.types import Array
+from rljax.types import Array, ArrayLike
+
+
+def _compute_dtype(*xs: ArrayLike) -> jnp.dtype:
+    # The weak 0.0 turns an all-integer promotion into the default float, and leaves a float
+    # one as it is (bfloat16 stays bfloat16).
+    return jnp.result_type(*xs, 0.0)
+
+
+def _sequences(fn: str, dtype: jnp.dtype, **arrays: ArrayLike) -> list[Array]:
+    # The first array is the reference: rank >= 1 ([T], time first), all others its shape.
+    out = []
+    shape = None
+    for name, x in arrays.items():
+        x = jnp.asarray(x)
+        if shape is None:
+            if x.ndim == 0:
+                raise ValueError(f"{fn}: {name} must be a sequence [T], got a scalar")
+            shape, first = x.shape, name
+        elif x.shape != shape:
+            raise ValueError(f"{fn}: {name} must have the shape of {first} {shape}, "
+                             f"got {x.shape}")
+        out.append(x.astype(dtype))
+    return out
+
+
+def _per_step(fn: str, name: str, x: ArrayLike, shape: tuple[int, ...],
+              dtype: jnp.dtype) -> Array:
+    x = jnp.asarray(x, dtype)
+    try:
+        return jnp.broadcast_to(x, shape)
+    except ValueError:
+        raise ValueError(f"{fn}: {name} must be a scalar or of shape {shape}, "
+                         f"got {x.shape}") from None
 
 
 def lambda_returns(r_t: Array, discount_t: Array, v_t: Array, lambda_t: Array) -> Array:
@@ -36,7 +73,12 @@ def lambda_returns(r_t: Array, discount_t: Array, v_t: Array, lambda_t: Array) -
     Returns:
         Returns ``[T]``.
     """
-    lambda_t = jnp.broadcast_to(jnp.asarray(lambda_t, r_t.dtype), r_t.shape)
+    dtype = _compute_dtype(r_t, discount_t, v_t, lambda_t)
+    r_t, discount_t, v_t = _sequences("lambda_returns", dtype, r_t=r_t, discount_t=discount_t,
+                                      v_t=v_t)
+    lambda_t = _per_step("lambda_returns", "lambda_t", lambda_t, r_t.shape, dtype)
+    if r_t.shape[0] == 0:
+        return jnp.zeros(r_t.shape, dtype)
     lambda_t = lambda_t.at[-1].set(0.0)
 
     def step(g_next, xs):
@@ -65,7 +107,10 @@ def n_step_returns(r_t: Array, discount_t: Array, end_t: Array, v_t: Array) -> A
     Returns:
         Returns ``[T]``.
     """
-    return lambda_returns(r_t, discount_t, v_t, 1.0 - end_t.astype(r_t.dtype))
+    dtype = _compute_dtype(r_t, discount_t, v_t)
+    r_t, discount_t, end_t, v_t = _sequences(
+        "n_step_returns", dtype, r_t=r_t, discount_t=discount_t, end_t=end_t, v_t=v_t)
+    return lambda_returns(r_t, discount_t, v_t, 1.0 - end_t)
 
 
 def gae_advantages(r_t: Array, discount_t: Array, end_t: Array, v_tm1: Array, v_t: Array,
@@ -88,8 +133,14 @@ def gae_advantages(r_t: Array, discount_t: Array, end_t: Array, v_tm1: Array, v_
         a rollout), ``advantages + v_tm1`` equal :func:`lambda_returns` with
         ``lambda_t = lambda * (1 - end_t)``.
     """
+    dtype = _compute_dtype(r_t, discount_t, v_tm1, v_t, lambda_)
+    r_t, discount_t, end_t, v_tm1, v_t = _sequences(
+        "gae_advantages", dtype, r_t=r_t, discount_t=discount_t, end_t=end_t, v_tm1=v_tm1,
+        v_t=v_t)
+    if r_t.shape[0] == 0:
+        return jnp.zeros(r_t.shape, dtype)
     delta_t = r_t + discount_t * v_t - v_tm1
-    decay_t = discount_t * lambda_ * (1.0 - end_t.astype(r_t.dtype))
+    decay_t = discount_t * jnp.asarray(lambda_, dtype) * (1.0 - end_t)
 
     def step(adv_next, xs):
         delta, decay = xs

@@ -5,6 +5,11 @@ discount already folds in the n-step window and termination:
 ``discount_t = gamma^m * (1 - terminated)`` for a window of ``m`` rewards summed into
 ``r_t``, so a terminal transition does not bootstrap and a truncated one does.
 Targets are wrapped in ``stop_gradient``: only ``q_tm1`` receives gradients.
+
+Masked actions may carry Q-value ``-inf`` in ``q_tm1``, ``q_t`` and both next-state arrays:
+values are picked by index, so the TD error and its gradient stay finite as long as neither the
+taken action nor the next state's selected one is masked. Actions must have an integer dtype;
+one outside ``[0, A)`` gives a NaN TD error.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from rljax.networks.distributions import check_integer_action, take_action
 from rljax.types import Array, ArrayLike
 
 LOSSES = ("huber", "l2")
@@ -37,9 +43,8 @@ def _check_same_shape(fn: str, **arrays: Array) -> None:
 
 
 def _select(q: Array, a: Array) -> Array:
-    # One-hot product, not a gather: under vmap its gradient is a multiply instead of a
-    # scatter, cheaper for small batches on XLA:CPU (as in networks.distributions).
-    return jnp.sum(q * jax.nn.one_hot(a, q.shape[-1], dtype=q.dtype), axis=-1)
+    # NaN, not 0, for an index out of range: a wrong action must not pass for Q = 0.
+    return take_action(q, a, jnp.nan)
 
 
 def q_learning_td(q_tm1: ArrayLike, a_tm1: ArrayLike, r_t: ArrayLike, discount_t: ArrayLike,
@@ -62,6 +67,7 @@ def q_learning_td(q_tm1: ArrayLike, a_tm1: ArrayLike, r_t: ArrayLike, discount_t
         "q_learning_td", q_tm1=(q_tm1, 1), a_tm1=(a_tm1, 0), r_t=(r_t, 0),
         discount_t=(discount_t, 0), q_t=(q_t, 1))
     _check_same_shape("q_learning_td", q_tm1=q_tm1, q_t=q_t)
+    check_integer_action("q_learning_td", "a_tm1", a_tm1)
     target = jax.lax.stop_gradient(r_t + discount_t * jnp.max(q_t))
     return target - _select(q_tm1, a_tm1)
 
@@ -92,6 +98,7 @@ def double_q_learning_td(q_tm1: ArrayLike, a_tm1: ArrayLike, r_t: ArrayLike,
         discount_t=(discount_t, 0), q_t_online=(q_t_online, 1), q_t_target=(q_t_target, 1))
     _check_same_shape("double_q_learning_td", q_tm1=q_tm1, q_t_online=q_t_online,
                       q_t_target=q_t_target)
+    check_integer_action("double_q_learning_td", "a_tm1", a_tm1)
     a_t = jnp.argmax(q_t_online)
     target = jax.lax.stop_gradient(r_t + discount_t * _select(q_t_target, a_t))
     return target - _select(q_tm1, a_tm1)

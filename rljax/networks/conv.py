@@ -11,11 +11,10 @@ Two formulations of the same convolution (``lax.conv_general_dilated`` with
     input, concatenated along the channels (im2col), with the flattened kernel. Plain JAX
     autodiff differentiates it: the gradients of slices, concatenation, reshapes and a dot
     are pads, slices, transposes and dots, so a gradient step has no convolution op and
-    its heavy work is matmuls. On a 2-core AMD EPYC CPU XLA:CPU ran its convolution
-    kernels single-threaded while its matmuls used both cores: a Nature-CNN DQN gradient
-    step at batch 32 took 77 ms with this formulation against 108 ms with ``"xla"``
-    (measured; ``python -m benchmarks.conv`` times the two). When a kernel side is not a
-    multiple of the stride it falls back to :func:`conv2d`.
+    its heavy work is matmuls, which XLA:CPU spreads over all cores (its convolution
+    kernels ran single-threaded; ``python -m benchmarks.conv`` times the two, figures in
+    docs/benchmarks.md). When a kernel side is not a multiple of the stride it falls back
+    to :func:`conv2d`.
 
 ``"xla"`` (:func:`conv2d`)
     XLA's convolution with a hand-written VJP. XLA:CPU runs a convolution through its
@@ -24,8 +23,7 @@ Two formulations of the same convolution (``lax.conv_general_dilated`` with
     orders (the kernel gradient contracts over the batch: ``f01b_i01o->01bf``); a
     standalone jit rewrites them to the canonical form, but inside a rolled ``lax.scan`` /
     ``while`` body that rewrite does not happen and they fall back to a naive loop nest,
-    about 10x slower (a Nature-CNN gradient step: 1.1 s for 8 steps rolled vs 0.12 s
-    standalone on a 2-core CPU). :func:`conv2d` writes its two gradient convolutions in
+    an order of magnitude slower (docs/benchmarks.md). :func:`conv2d` writes its two gradient convolutions in
     the canonical form themselves (explicit transposes of the small operands), so a conv
     learner runs at full speed in a rolled loop and needs no unrolling.
 

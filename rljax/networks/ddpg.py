@@ -77,14 +77,14 @@ def _check_mutable(train: bool, batch_norm: bool, mutable: Any) -> None:
 
 
 def _input_norm(x: Array, *, enabled: bool, train: bool, momentum: float,
-                axis_name: str | None) -> Array:
+                batch_norm_axis: str | None) -> Array:
     x = x.astype(jnp.float32)
     if not enabled:
         return x
-    # With axis_name, training-mode statistics are averaged over that mesh axis (the
+    # With batch_norm_axis, training-mode statistics are averaged over that mesh axis (the
     # whole batch when it is split over devices in equal shards).
     return nn.BatchNorm(use_running_average=not train, momentum=momentum,
-                        axis_name=axis_name if train else None, name="input_norm")(x)
+                        axis_name=batch_norm_axis if train else None, name="input_norm")(x)
 
 
 class DeterministicActor(nn.Module):
@@ -99,13 +99,13 @@ class DeterministicActor(nn.Module):
     batch_norm_momentum: float = 0.9
     noisy: bool = False
     sigma0: float = 0.5
-    axis_name: str | None = None
+    batch_norm_axis: str | None = None
 
     @nn.compact
     def __call__(self, obs: Array, train: bool = False, deterministic: bool = True) -> Array:
         act = _activation(self.activation, self.negative_slope)
         x = _input_norm(obs, enabled=self.batch_norm, train=train,
-                        momentum=self.batch_norm_momentum, axis_name=self.axis_name)
+                        momentum=self.batch_norm_momentum, batch_norm_axis=self.batch_norm_axis)
         for i, size in enumerate(self.hidden_sizes):
             x = act(dense(size, noisy=self.noisy, sigma0=self.sigma0, name=f"hidden_{i}",
                           kernel_init=_HIDDEN_INIT)(x, deterministic))
@@ -125,13 +125,13 @@ class QCritic(nn.Module):
     negative_slope: float = 0.05
     batch_norm: bool = True
     batch_norm_momentum: float = 0.9
-    axis_name: str | None = None
+    batch_norm_axis: str | None = None
 
     @nn.compact
     def __call__(self, obs: Array, action: Array, train: bool = False) -> Array:
         act = _activation(self.activation, self.negative_slope)
         s = _input_norm(obs, enabled=self.batch_norm, train=train,
-                        momentum=self.batch_norm_momentum, axis_name=self.axis_name)
+                        momentum=self.batch_norm_momentum, batch_norm_axis=self.batch_norm_axis)
         x = jnp.concatenate([s, action.astype(jnp.float32)], axis=-1)
         for i, size in enumerate(self.hidden_sizes):
             x = act(nn.Dense(size, kernel_init=_HIDDEN_INIT, name=f"hidden_{i}")(x))
@@ -154,7 +154,7 @@ def make_ddpg_actor(action_low: Any, action_high: Any, *,
                     hidden_sizes: Sequence[int] = (150, 150), activation: str = "leaky_relu",
                     negative_slope: float = 0.05, batch_norm: bool = True,
                     batch_norm_momentum: float = 0.9, noisy: bool = False,
-                    sigma0: float = 0.5, axis_name: str | None = None) -> Network:
+                    sigma0: float = 0.5, batch_norm_axis: str | None = None) -> Network:
     """Deterministic policy ``obs [..., obs_dim] -> action [..., action_dim]``.
 
     Args:
@@ -167,7 +167,7 @@ def make_ddpg_actor(action_low: Any, action_high: Any, *,
         batch_norm_momentum: running-average momentum of the batch statistics.
         noisy: every linear layer is a NoisyDense (parameter-space exploration).
         sigma0: NoisyDense initial noise scale.
-        axis_name: in training mode, take the batch-norm statistics over the whole batch
+        batch_norm_axis: in training mode, take the batch-norm statistics over the whole batch
             split along this mesh axis (inside ``shard_map``; equal shards).
 
     Returns:
@@ -189,7 +189,7 @@ def make_ddpg_actor(action_low: Any, action_high: Any, *,
         raise ValueError(f"noisy must be True or False, got {noisy!r}")
     module = DeterministicActor(low, high, sizes, activation, float(negative_slope), batch_norm,
                                 float(batch_norm_momentum), noisy, check_sigma0(sigma0),
-                                axis_name)
+                                batch_norm_axis)
 
     def init(key: PRNGKey, obs: Array) -> dict:
         return module.init(key, obs, train=False, deterministic=True)
@@ -208,7 +208,7 @@ def make_ddpg_actor(action_low: Any, action_high: Any, *,
 def make_ddpg_critic(*, hidden_sizes: Sequence[int] = (150, 150),
                      activation: str = "leaky_relu", negative_slope: float = 0.05,
                      batch_norm: bool = True, batch_norm_momentum: float = 0.9,
-                     axis_name: str | None = None) -> Network:
+                     batch_norm_axis: str | None = None) -> Network:
     """Action-value ``Q(obs [..., obs_dim], action [..., action_dim]) -> q [...]``.
 
     Args: as :func:`make_ddpg_actor` (no noise, no bounds).
@@ -223,7 +223,7 @@ def make_ddpg_critic(*, hidden_sizes: Sequence[int] = (150, 150),
     sizes = _check_common(hidden_sizes, activation, negative_slope, batch_norm,
                           batch_norm_momentum)
     module = QCritic(sizes, activation, float(negative_slope), batch_norm,
-                     float(batch_norm_momentum), axis_name)
+                     float(batch_norm_momentum), batch_norm_axis)
 
     def init(key: PRNGKey, obs: Array, action: Array) -> dict:
         return module.init(key, obs, action, train=False)

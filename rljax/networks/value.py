@@ -4,7 +4,9 @@
 CNN for ``[4, 84, 84]`` uint8 frames, Mnih et al. 2015; an MLP for flat observations) and
 a head that is linear or dueling (Wang et al. 2016, "Dueling Network Architectures for
 Deep Reinforcement Learning"), made of :class:`~rljax.networks.noisy.NoisyDense` layers
-when ``noisy=True`` (Fortunato et al. 2018).
+when ``noisy=True`` (Fortunato et al. 2018). With ``num_atoms=K`` the head gives instead
+the logits ``[..., A, K]`` of a categorical return distribution per action (C51,
+Bellemare et al. 2017; dueling over atoms as in Rainbow, Hessel et al. 2018).
 """
 
 from __future__ import annotations
@@ -66,10 +68,13 @@ def dense(features: int, *, noisy: bool, sigma0: float, name: str,
 
 
 class QHead(nn.Module):
-    """Linear or dueling head ``[..., features] -> [..., A]``.
+    """Linear or dueling head ``[..., features] -> [..., A]``, or ``[..., A, K]`` logits
+    with ``num_atoms=K``.
 
     Dueling: ``Q(s, a) = V(s) + A(s, a) - mean_a' A(s, a')`` (Wang et al. 2016, eq. 9),
-    each stream with its own ``hidden_sizes`` layers.
+    each stream with its own ``hidden_sizes`` layers. Categorical and dueling: the same
+    per atom, ``logits(s, a, k) = V(s, k) + A(s, a, k) - mean_a' A(s, a', k)`` (Hessel et
+    al. 2018, sec. 3), a softmax over ``k`` then giving each action's distribution.
     """
 
     num_actions: int
@@ -78,6 +83,7 @@ class QHead(nn.Module):
     noisy: bool = False
     sigma0: float = 0.5
     activation: str = "relu"
+    num_atoms: int | None = None
 
     @nn.compact
     def __call__(self, h: Array, deterministic: bool = True) -> Array:
@@ -91,11 +97,21 @@ class QHead(nn.Module):
             return dense(out, noisy=self.noisy, sigma0=self.sigma0, name=f"{prefix}_out",
                          kernel_init=nn.initializers.orthogonal(1.0))(x, deterministic)
 
+        if self.num_atoms is None:
+            if not self.dueling:
+                return stream(h, self.num_actions, "q")
+            value = stream(h, 1, "value")
+            advantage = stream(h, self.num_actions, "advantage")
+            return value + advantage - jnp.mean(advantage, axis=-1, keepdims=True)
+        # The expected-value head's layers (same names), their outputs K times wider.
+        atoms = (self.num_actions, self.num_atoms)
         if not self.dueling:
-            return stream(h, self.num_actions, "q")
-        value = stream(h, 1, "value")
-        advantage = stream(h, self.num_actions, "advantage")
-        return value + advantage - jnp.mean(advantage, axis=-1, keepdims=True)
+            return stream(h, self.num_actions * self.num_atoms, "q").reshape(
+                h.shape[:-1] + atoms)
+        value = stream(h, self.num_atoms, "value")[..., None, :]
+        advantage = stream(h, self.num_actions * self.num_atoms, "advantage").reshape(
+            h.shape[:-1] + atoms)
+        return value + advantage - jnp.mean(advantage, axis=-2, keepdims=True)
 
 
 class QNetwork(nn.Module):
@@ -110,13 +126,14 @@ class QNetwork(nn.Module):
     sigma0: float = 0.5
     activation: str = "relu"
     conv_method: str = "matmul"
+    num_atoms: int | None = None
 
     @nn.compact
     def __call__(self, obs: Array, deterministic: bool = True) -> Array:
         h = Torso(tuple(self.hidden_sizes), self.image, self.activation, self.conv_method,
                   name="torso")(obs)
         return QHead(self.num_actions, tuple(self.head_hidden_sizes), self.dueling, self.noisy,
-                     self.sigma0, self.activation, name="head")(h, deterministic)
+                     self.sigma0, self.activation, self.num_atoms, name="head")(h, deterministic)
 
 
 def noise_args(variables: dict, noise_key: PRNGKey | None,
@@ -133,8 +150,9 @@ def make_q_network(obs_shape: Sequence[int], num_actions: int,
                    hidden_sizes: Sequence[int] = (64, 64), *,
                    head_hidden_sizes: Sequence[int] = (), dueling: bool = False,
                    noisy: bool = False, sigma0: float = 0.5,
-                   activation: str = "relu", conv_method: str = "matmul") -> Network:
-    """Q-network ``obs [..., *obs_shape] -> q [..., A]``.
+                   activation: str = "relu", conv_method: str = "matmul",
+                   num_atoms: int | None = None) -> Network:
+    """Q-network ``obs [..., *obs_shape] -> q [..., A]`` (or logits ``[..., A, K]``).
 
     Args:
         obs_shape: one observation's shape: ``(4, 84, 84)`` uint8 frames get the Nature
@@ -150,12 +168,16 @@ def make_q_network(obs_shape: Sequence[int], num_actions: int,
         activation: hidden activation name (see ``rljax.networks.core.ACTIVATIONS``).
         conv_method: the Nature CNN's convolutions, ``"matmul"`` (im2col) or ``"xla"``
             (:class:`rljax.networks.conv.Conv`); same parameters either way.
+        num_atoms: None: Q-values ``[..., A]``; an integer ``K >= 2``: a categorical head
+            whose output is the logits ``[..., A, K]`` of each action's return
+            distribution over ``K`` atoms (softmax over the last axis).
 
     Returns:
         ``Network(init, apply)`` with
 
         * ``init(key, obs) -> variables`` (``{"params": ...}``; ``obs`` an example batch),
-        * ``apply(variables, obs, *, noise_key=None, noise=None) -> q [..., A]``.
+        * ``apply(variables, obs, *, noise_key=None, noise=None) -> q [..., A]`` (logits
+          ``[..., A, K]`` with ``num_atoms``).
 
         With ``noisy=True``, ``noise_key`` draws fresh factorized noise (one draw for the
         whole batch; vmap over keys for one per row) and ``noise`` passes it explicitly
@@ -179,8 +201,12 @@ def make_q_network(obs_shape: Sequence[int], num_actions: int,
     if conv_method not in CONV_METHODS:
         raise ValueError(f"conv_method must be one of {', '.join(CONV_METHODS)}, "
                          f"got {conv_method!r}")
+    if num_atoms is not None and (isinstance(num_atoms, bool) or not isinstance(
+            num_atoms, int | np.integer) or num_atoms < 2):
+        raise ValueError(f"num_atoms must be None or an integer >= 2, got {num_atoms!r}")
     module = QNetwork(num_actions, len(obs_shape) == 3, hidden_sizes, head_hidden_sizes,
-                      dueling, noisy, sigma0, activation, conv_method)
+                      dueling, noisy, sigma0, activation, conv_method,
+                      None if num_atoms is None else int(num_atoms))
 
     def init(key: PRNGKey, obs: Array) -> dict:
         return module.init(key, obs, deterministic=True)

@@ -1,48 +1,59 @@
 """One agent learning data-parallel over devices, in one SPMD program.
 
+This module is where data-parallel learning lives, for every agent and loop alike; it is
+the only code (with :mod:`rljax.parallel.devices`) that names a mesh axis.
+
 The run's ``num_envs`` envs are split into equal shards along a 1-D device mesh (axis
 ``"data"``); each device steps its shard (its own envpool pool, seeded as those envs are
 in a one-device run) and holds a copy of the agent's parameters and optimizer state.
 Per update:
 
-1. **Acting**: each device gathers every shard's observations (``all_gather``), runs the
-   policy on the whole batch with the run's key and keeps its own envs' actions. Every
-   env therefore gets the action it gets in a one-device run; the policy's forward pass
-   is repeated on each device (cheap next to learning for the MLP policies this serves).
-2. **Env step**: each device steps its own pool (``lax.switch`` on its mesh index, as
-   in :mod:`rljax.parallel.devices`); the episode statistics gather every shard's
-   rewards and episode ends, so they are the whole run's, identical on each device.
-3. **Learning** (A2C): each device computes the gradient of its shard's terms of the
-   whole batch's loss; ``lax.psum`` sums them to the whole batch's gradient (a mean over
-   all envs' valid steps, whatever each shard's count), and every device applies the same
-   optimizer step, so the copies of the parameters stay identical.
-3'. **Learning** (DQN, DDPG; :mod:`rljax.loops.off_policy`): every device stores every
-   shard's transitions, so the replay (and its priorities) is the same on each, and
-   samples the same batch; each device learns from its equal slice of that batch, the
-   gradients (and DDPG's batch-norm statistics) are averaged over the devices, and the
-   slices' TD errors are gathered back for the priority update. Replay memory and
-   sampling are repeated on each device; the gradient work is split.
+1. **Acting** (both loops, through :func:`split`): each device gathers every shard's
+   observations, runs the policy on the whole batch with the run's key and keeps its own
+   envs' actions, so every env gets the action it gets in a one-device run.
+2. **Env step**: each device steps its own pool (``lax.switch`` on its mesh index, as in
+   :mod:`rljax.parallel.devices`); the episode statistics gather every shard's rewards and
+   episode ends, so they are the whole run's, identical on each device.
+3. **Learning**: the agent is built with :func:`average_gradients` chained in front of its
+   optimizers, so every device applies the same step, the mean of the devices'
+   gradients. On-policy (A2C): each device's gradient is that of its shard's rollout
+   (its own masked means and advantage statistics). Off-policy (DQN, DDPG): every device
+   stores every shard's transitions, so the replay and its priorities are the same on
+   each, and samples the same batch; each device learns from its equal slice of it and
+   the slices' TD errors are gathered back for the priority update: the gradient work is
+   split, the replay is repeated.
+4. **Metrics** of each update are averaged over the devices.
 
-The run computes what the one-device run with the same seed computes, up to the order of
-floating-point sums (tested on 4 CPU devices; a rounding-level difference can still flip
-a greedy action late in an off-policy run, after which the two runs part ways).
+Off-policy runs compute what the one-device run computes, up to the order of floating-
+point sums (equal slices of a mean loss average to the whole batch's). An on-policy
+rollout's masked mean weighs each shard by its count of valid steps, which differs a
+little between shards (envpool's reset steps), so there the data-parallel gradient is
+the standard mean of the shards' gradients rather than the one-device gradient; tested
+to learn as the one-device run does.
+
+One exception to "agents name no axis": batch norm's training statistics must be the
+whole batch's, and flax's ``BatchNorm`` takes them through a named axis, so agents with
+batch-norm layers (DDPG) accept ``batch_norm_axis`` and get :data:`AXIS` here.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import inspect
+from collections.abc import Callable
+from typing import Any
 
 import jax
+import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from rljax import envs
-from rljax.agents.base import Agent
 from rljax.envs.pool import Env, EnvState
 from rljax.loops.state import LoopState, Trainer
 from rljax.parallel import devices, multihost
+from rljax.types import Split
 
 AXIS = "data"
-ALGORITHMS = ("a2c", "dqn", "ddpg")
 
 
 def check_split(num_envs: int, num_devices: int, batch_size: int | None = None) -> None:
@@ -68,7 +79,7 @@ def make_env(task_id: str, num_envs: int, seed: int, mesh: Mesh, **options) -> E
     check_split(num_envs, count)
     pools, first, step = devices.device_pools(
         mesh, AXIS, lambda i: envs.make(task_id, num_envs // count, seed,
-                                        data_shard=(AXIS, i, count), **options))
+                                        data_shard=(i, count, split()), **options))
 
     def reset() -> EnvState:
         # The envs' arrays (handle, obs, done) are split; the statistics, of all envs,
@@ -81,19 +92,47 @@ def make_env(task_id: str, num_envs: int, seed: int, mesh: Mesh, **options) -> E
     return Env(spec=spec, pool=pools, reset=reset, step=step, host_step=first.host_step)
 
 
-def gathered_act(agent: Agent, axis_name: str = AXIS) -> Agent:
-    """On-policy ``agent`` whose ``act`` sees every shard's observations and returns this
-    shard's actions (and extras): the actions a one-device run takes. Runs inside
-    ``shard_map`` over ``axis_name``."""
-    inner = agent.act
+def _gather(tree: Any) -> Any:
+    return jax.tree.map(lambda x: jax.lax.all_gather(x, AXIS, tiled=True), tree)
 
-    def act(params, obs, key, step):
-        local = obs.shape[0]
-        out = inner(params, jax.lax.all_gather(obs, axis_name, tiled=True), key, step)
-        start = jax.lax.axis_index(axis_name) * local
-        return jax.tree.map(lambda x: jax.lax.dynamic_slice_in_dim(x, start, local), out)
 
-    return agent._replace(act=act)
+def _local(tree: Any) -> Any:
+    def cut(x):
+        size = x.shape[0] // jax.lax.axis_size(AXIS)
+        return jax.lax.dynamic_slice_in_dim(x, jax.lax.axis_index(AXIS) * size, size)
+
+    return jax.tree.map(cut, tree)
+
+
+def split() -> Split:
+    """The loops' and env pools' view of the whole batch across :data:`AXIS` (inside
+    ``shard_map``): ``gather`` lays every shard's leading axis end to end, ``local`` cuts
+    this shard's equal part back out."""
+    return Split(gather=_gather, local=_local)
+
+
+def average_gradients() -> optax.GradientTransformation:
+    """A stateless optax transformation replacing gradients by their mean over
+    :data:`AXIS`; chained first, every device then takes the same optimizer step."""
+
+    def init(params):
+        del params
+        return optax.EmptyState()
+
+    def update(updates, state, params=None):
+        del params
+        return jax.lax.pmean(updates, AXIS), state
+
+    return optax.GradientTransformation(init, update)
+
+
+def agent_options(make_agent: Callable[..., Any]) -> dict[str, Any]:
+    """Keyword arguments that make an agent learn data-parallel: the gradient average, and
+    :data:`AXIS` for the batch statistics of agents that take ``batch_norm_axis``."""
+    options: dict[str, Any] = {"grad_transform": average_gradients()}
+    if "batch_norm_axis" in inspect.signature(make_agent).parameters:
+        options["batch_norm_axis"] = AXIS
+    return options
 
 
 def _state_specs() -> LoopState:
@@ -105,8 +144,9 @@ def _state_specs() -> LoopState:
 
 
 def shard_trainer(trainer: Trainer, env: Env, mesh: Mesh) -> Trainer:
-    """A one-agent trainer (built on :func:`make_env` and an agent and loop learning
-    over :data:`AXIS`) whose chunk runs as one SPMD program over
+    """A one-agent trainer (built on :func:`make_env`, an agent made with
+    :func:`agent_options` and a loop given :func:`split`) whose chunk runs as one SPMD
+    program over
     ``mesh``, jitted with the state donated; ``init`` places the state on the mesh."""
     if trainer.init_state is None or trainer.chunk_fn is None:
         raise ValueError("data-parallel learning needs a trainer with init_state and chunk_fn")
@@ -118,6 +158,10 @@ def shard_trainer(trainer: Trainer, env: Env, mesh: Mesh) -> Trainer:
     def init(key: jax.Array):
         return place_init(key, env.reset())
 
-    local_chunk = jax.shard_map(trainer.chunk_fn, mesh=mesh, in_specs=(specs,),
+    def chunk_fn(state: LoopState):
+        state, metrics = trainer.chunk_fn(state)
+        return state, jax.lax.pmean(metrics, AXIS)
+
+    local_chunk = jax.shard_map(chunk_fn, mesh=mesh, in_specs=(specs,),
                                 out_specs=(specs, PartitionSpec()), check_vma=False)
     return trainer._replace(init=init, chunk=jax.jit(local_chunk, donate_argnums=0))

@@ -19,10 +19,12 @@ import jax
 import numpy as np
 
 from rljax.run import checkpoint
+from rljax.run.build import build
 from rljax.run.config import RunConfig, from_preset
-from rljax.run.driver import _manifest, build, train_run
+from rljax.run.driver import train_run
 from rljax.run.logging import read_jsonl
 from rljax.run.presets import Preset
+from rljax.run.rundir import manifest
 
 
 @dataclasses.dataclass
@@ -49,7 +51,7 @@ class Run:
 
     @functools.cached_property
     def _greedy(self):
-        return jax.jit(self.agent.greedy_act)
+        return jax.jit(self.agent.policy)
 
     @property
     def params(self) -> Any:
@@ -77,7 +79,7 @@ class Run:
 
     def save(self) -> str:
         """Writes a checkpoint of the whole train state into ``run_dir``."""
-        return checkpoint.save(self.run_dir, self.state, _manifest(self.config))
+        return checkpoint.save(self.run_dir, self.state, manifest(self.config))
 
 
 def train(preset_or_config: str | Preset | RunConfig, *, progress: bool = False,
@@ -139,6 +141,6 @@ def evaluate(run: Run | str, episodes: int = 10, seed: int | None = None) -> dic
     if isinstance(run, str):
         run = load(run)
     seed = run.config.seed + 10_000 if seed is None else seed
-    evaluate_fn = make_evaluator(run.agent.greedy_act, run.config.env_id, episodes, seed,
+    evaluate_fn = make_evaluator(run.agent.policy, run.config.env_id, episodes, seed,
                                  dict(run.config.env_options))
     return evaluate_fn(run.params)

@@ -105,8 +105,8 @@ def measure_preset(preset: str, *, num_envs: int | None = None, num_seeds: int =
                    with_ceiling: bool = True) -> dict:
     """Training (and env-only) steps/s of one preset configuration."""
     from rljax import envs
+    from rljax.run.build import build
     from rljax.run.config import from_preset
-    from rljax.run.driver import build
 
     run = from_preset(preset, num_envs=num_envs, num_seeds=num_seeds, tensorboard=False)
     run = dataclasses.replace(run, total_steps=10**9)
@@ -213,7 +213,7 @@ def _sb3_model(preset: str):
         vec = make_vec_env(run.env_id, n_envs=c.num_envs)
         dim = vec.action_space.shape[0]
         noise = NormalActionNoise(np.zeros(dim), c.gaussian_sigma * np.ones(dim))
-        model = DDPG("MlpPolicy", vec, learning_rate=c.critic_lr, buffer_size=c.replay_capacity,
+        model = DDPG("MlpPolicy", vec, learning_rate=c.critic_lr, buffer_size=c.buffer_size,
                      learning_starts=c.min_replay, batch_size=c.batch_size, tau=c.tau,
                      gamma=c.gamma, train_freq=c.env_steps_per_update,
                      gradient_steps=c.grad_steps, action_noise=noise,

@@ -87,10 +87,11 @@ def _cmd_presets() -> int:
 
     rows = []
     for p in PRESETS.values():
-        cfg = dataclasses.asdict(p.config)
+        cfg = dataclasses.asdict(p.run.config)
         keys = p.key_params or tuple(cfg)
         params = ", ".join(f"{k}={cfg[k]}" for k in keys)
-        rows.append((p.name, p.env_id, p.algo, f"{p.total_steps:,}", params, p.notes))
+        rows.append((p.name, p.run.env_id, p.run.algo, f"{p.run.total_steps:,}", params,
+                     p.notes))
     print(f"{'preset':<26}{'env':<14}{'agent':<7}{'steps':>12}  key hyperparameters")
     for name, env, algo, steps, params, notes in rows:
         print(f"{name:<26}{env:<14}{algo:<7}{steps:>12}  {params}")

@@ -6,10 +6,13 @@ import dataclasses
 import difflib
 import types
 import typing
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rljax.run.presets import Preset, get_preset
-from rljax.run.registry import get_algorithm
+from rljax import validate
+from rljax.run.registry import ALGORITHMS, get_algorithm
+
+if TYPE_CHECKING:  # presets.py builds RunConfigs, so it imports this module
+    from rljax.run.presets import Preset
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -72,35 +75,24 @@ class RunConfig:
         if not isinstance(self.config, algo.config_cls):
             raise ValueError(f"config for {self.algo} must be a {algo.config_cls.__name__}, "
                              f"got {type(self.config).__name__}")
-        if isinstance(self.num_seeds, bool) or not isinstance(self.num_seeds, int) or not (
-                1 <= self.num_seeds <= 4096):
-            raise ValueError(f"num_seeds must be an integer in [1, 4096], got {self.num_seeds!r}")
-        if isinstance(self.eval_every, bool) or not isinstance(self.eval_every, int) or (
-                self.eval_every < 0):
-            raise ValueError(f"eval_every must be an integer >= 0, got {self.eval_every!r}")
-        for name in ("total_steps", "chunk_steps", "checkpoint_steps", "eval_episodes"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not (
-                0 <= self.seed < 2**31):
-            raise ValueError(f"seed must be an integer in [0, 2**31), got {self.seed!r}")
+        validate.integer("num_seeds", self.num_seeds, low=1, high=4096)
+        validate.integer("eval_every", self.eval_every, low=0)
+        # The loop's env-step counter is int32 (rljax.loops.state).
+        validate.integer("total_steps", self.total_steps, low=1, high=validate.INT32_LIMIT - 1,
+                         note="below 2**31: the training loop counts env steps in int32")
+        for name in ("chunk_steps", "checkpoint_steps", "eval_episodes"):
+            validate.integer(name, getattr(self, name), low=1)
+        validate.integer("seed", self.seed, low=0, high=validate.INT32_LIMIT - 1)
+        for name in ("stop_on_solve", "tensorboard"):
+            validate.boolean(name, getattr(self, name))
         if self.sweep is not None:
             from rljax.parallel.sweep import check_sweep
 
             check_sweep(self.config, *self.sweep)
-        if isinstance(self.devices, bool) or not isinstance(self.devices, int) or (
-                self.devices < 1):
-            raise ValueError(f"devices must be an integer >= 1, got {self.devices!r}")
+        validate.integer("devices", self.devices, low=1)
         if self.devices > 1 and self.num_members == 1:
             from rljax.parallel import data_parallel
 
-            if self.algo not in data_parallel.ALGORITHMS:
-                raise ValueError(
-                    f"devices={self.devices} with one agent means data-parallel learning, "
-                    f"available for {', '.join(data_parallel.ALGORITHMS)}, not {self.algo}; "
-                    f"give --seeds (a multiple of {self.devices}) to split {self.algo} "
-                    "members over the devices")
             data_parallel.check_split(self.config.num_envs, self.devices,
                                       getattr(self.config, "batch_size", None))
         if self.devices > 1 and self.num_members > 1 and self.num_members % self.devices:
@@ -147,30 +139,54 @@ class RunConfig:
 
     @classmethod
     def from_dict(cls, data: dict) -> RunConfig:
+        """The RunConfig that :meth:`to_dict` gave ``data``; a key left out takes the
+        field's default, and keys that are not fields (a member's ``label``) are ignored."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        values = {k: v for k, v in data.items() if k in names}
         algo = get_algorithm(data["algo"])
-        config = build_config(algo.config_cls, data["config"])
-        return cls(algo=data["algo"], env_id=data["env_id"], config=config,
-                   total_steps=data["total_steps"], seed=data["seed"],
-                   num_seeds=data.get("num_seeds", 1),
-                   threshold=data.get("threshold"),
-                   env_options=tuple(sorted(data.get("env_options", {}).items())),
-                   chunk_steps=data.get("chunk_steps", 20_000),
-                   checkpoint_steps=data.get("checkpoint_steps", 100_000),
-                   stop_on_solve=data.get("stop_on_solve", False),
-                   eval_every=data.get("eval_every", 0),
-                   eval_episodes=data.get("eval_episodes", 10),
-                   logdir=data.get("logdir", "runs"), preset=data.get("preset"),
-                   tensorboard=data.get("tensorboard", True),
-                   wandb_project=data.get("wandb_project"),
-                   sweep=_sweep_from_dict(data.get("sweep")),
-                   devices=data.get("devices", 1))
+        values["config"] = build_config(algo.config_cls,
+                                        upgrade_fields(data["algo"], data["config"]))
+        if "env_options" in values:
+            values["env_options"] = tuple(sorted(values["env_options"].items()))
+        if "sweep" in values:
+            values["sweep"] = _sweep_from_dict(values["sweep"], data["algo"])
+        return cls(**values)
 
 
-def _sweep_from_dict(data: dict | None) -> tuple[str, tuple[float, ...]] | None:
+def _sweep_from_dict(data: dict | None, algo: str) -> tuple[str, tuple[float, ...]] | None:
     if not data:
         return None
     (name, values), = data.items()
-    return name, tuple(values)
+    return RENAMED.get(algo, {}).get(name, name), tuple(values)
+
+
+# Agent fields renamed since run directories were first written, {algorithm: {old: new}}.
+# A saved config.json or checkpoint manifest is read under the new names (upgrade_fields);
+# on the command line and in the API an old name is refused with the new one (_check_field).
+RENAMED: dict[str, dict[str, str]] = {
+    "dqn": {"sigma0": "noisy_sigma0", "loss": "td_loss"},
+    "ddpg": {"replay_capacity": "buffer_size", "min_replay": "learning_starts",
+             "critic_loss": "td_loss"},
+}
+# Fields that were one number and are now a schedule ((update, value), ...).
+NOW_SCHEDULES: dict[str, tuple[str, ...]] = {"ddpg": ("beta",)}
+
+
+def upgrade_fields(algo: str, values: dict[str, Any]) -> dict[str, Any]:
+    """An agent config dict as an older rljax wrote it, under today's field names; a
+    number where a schedule is now expected becomes the constant schedule ``((0, x),)``."""
+    renamed = RENAMED.get(algo, {})
+    out = {}
+    for name, value in values.items():
+        new = renamed.get(name, name)
+        if new != name and new in values:
+            raise ValueError(f"{algo} config has both {name!r} and {new!r}, its new name")
+        out[new] = value
+    for name in NOW_SCHEDULES.get(algo, ()):
+        value = out.get(name)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            out[name] = ((0, value),)
+    return out
 
 
 def _field_types(config_cls: type) -> dict[str, Any]:
@@ -244,8 +260,14 @@ def _coerce(name: str, tp: Any, value: Any) -> Any:
 
 
 def _check_field(config_cls: type, name: str) -> None:
-    """ValueError naming an unknown field, with close matches and the allowed names."""
+    """ValueError naming an unknown field, with close matches and the allowed names, or
+    a renamed one (:data:`RENAMED`) with its new name."""
     init_fields = [f.name for f in dataclasses.fields(config_cls) if f.init]
+    renamed = {old: new for a in ALGORITHMS.values() if a.config_cls is config_cls
+               for old, new in RENAMED.get(a.name, {}).items()}
+    if name in renamed:
+        raise ValueError(f"{config_cls.__name__} field {name!r} was renamed {renamed[name]!r}; "
+                         f"set {renamed[name]} instead")
     if name not in init_fields:
         close = difflib.get_close_matches(name, init_fields, n=3)
         hint = f" (did you mean {', '.join(map(repr, close))}?)" if close else ""
@@ -304,37 +326,34 @@ def from_preset(preset: str | Preset, *, env: str | None = None, total_steps: in
 
     Agent fields may be given as strings (from ``--set``) or Python values.
     """
-    p = preset if isinstance(preset, Preset) else get_preset(preset)
-    algo = get_algorithm(p.algo)
+    from rljax.envs.spec import check_task_id
+    from rljax.run.presets import Preset, get_preset
+
+    base = (preset if isinstance(preset, Preset) else get_preset(preset)).run
+    algo = get_algorithm(base.algo)
     if num_envs is not None:
         overrides["num_envs"] = num_envs
-    config = build_config(algo.config_cls, overrides, base=p.config)
+    changes: dict[str, Any] = {
+        "config": build_config(algo.config_cls, overrides, base=base.config),
+        "tensorboard": tensorboard, "wandb_project": wandb_project}
     if env is not None:
-        from rljax.envs.spec import check_task_id
-
         check_task_id(env)
-    env_id = env or p.env_id
+        changes["env_id"], changes["env_options"] = env, ()
     if isinstance(sweep, str):
         sweep = parse_sweep(sweep)
     if sweep is not None:
-        sweep = _coerce_sweep(algo.config_cls, *sweep)
-    threshold = p.threshold if env is None or env == p.env_id else None
-    if threshold is None and env is not None:
-        threshold = _task_threshold(env_id)
-    return RunConfig(
-        algo=p.algo, env_id=env_id, config=config,
-        total_steps=p.total_steps if total_steps is None else _coerce(
-            "total_steps", int, total_steps),
-        seed=0 if seed is None else _coerce("seed", int, seed), threshold=threshold,
-        num_seeds=1 if num_seeds is None else _coerce("num_seeds", int, num_seeds),
-        env_options=p.env_options if env is None else (), chunk_steps=p.chunk_steps,
-        stop_on_solve=p.stop_on_solve,
-        logdir=logdir or "runs", preset=p.name, tensorboard=tensorboard,
-        wandb_project=wandb_project, sweep=sweep,
-        devices=1 if devices is None else _coerce("devices", int, devices),
-        eval_every=p.eval_every if eval_every is None else _coerce("eval_every", int, eval_every),
-        eval_episodes=10 if eval_episodes is None else _coerce("eval_episodes", int,
-                                                               eval_episodes))
+        changes["sweep"] = _coerce_sweep(algo.config_cls, *sweep)
+    if env is not None and (env != base.env_id or base.threshold is None):
+        # A preset's threshold is for its own task; another task brings its own.
+        changes["threshold"] = _task_threshold(env)
+    for name, value in (("total_steps", total_steps), ("seed", seed), ("num_seeds", num_seeds),
+                        ("devices", devices), ("eval_every", eval_every),
+                        ("eval_episodes", eval_episodes)):
+        if value is not None:
+            changes[name] = _coerce(name, int, value)
+    if logdir:
+        changes["logdir"] = logdir
+    return dataclasses.replace(base, **changes)
 
 
 def _coerce_sweep(config_cls: type, name: str, values: Any) -> tuple[str, tuple[float, ...]]:

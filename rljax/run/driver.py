@@ -1,40 +1,32 @@
 """The host driver: runs compiled chunks until the step budget is spent.
 
-Between chunks it reads a few scalars (episode statistics, mean losses), draws
-the progress line and appends a row to ``metrics.jsonl``. At the end it writes
-``summary.json``. A run directory holds::
-
-    config.json     the RunConfig
-    metrics.jsonl   one row per ``chunk_steps`` env steps
-    summary.json    totals, timing, final return, solved_at_step
-    curve.png       the learning curve
-    events.out.tfevents.*   the same metrics for TensorBoard
+Between chunks it reads a few scalars (episode statistics, mean losses), draws the
+progress line, appends a row to ``metrics.jsonl``, evaluates and checkpoints on their
+cadences, and stops on SIGINT/SIGTERM or a non-finite value. At the end it writes the
+summaries. :mod:`rljax.run.build` assembles the run and :mod:`rljax.run.rundir` lays
+out its directory.
 """
 
 from __future__ import annotations
 
-import datetime
 import math
 import os
 import signal
 import threading
 import time
-import warnings
 from typing import Any, NamedTuple
 
 import jax
 import numpy as np
 
 from rljax import envs
-from rljax._version import __version__
 from rljax.envs.stats import last_episodes
 from rljax.loops.state import LoopState, Trainer
-from rljax.parallel import data_parallel, devices, multihost, sweep
-from rljax.parallel.members import vectorize_members, vectorize_seeds
-from rljax.run import checkpoint
+from rljax.parallel import multihost
+from rljax.run import checkpoint, rundir
+from rljax.run.build import build
 from rljax.run.config import RunConfig
-from rljax.run.logging import JsonlWriter, Progress, Sinks, TensorBoardSink, WandbSink, write_json
-from rljax.run.registry import get_algorithm
+from rljax.run.logging import JsonlWriter, Progress, Sinks, TensorBoardSink, WandbSink
 
 
 class RunResult(NamedTuple):
@@ -55,98 +47,6 @@ class RunResult(NamedTuple):
     metrics: list[dict]
     agent: Any
     spec: envs.EnvSpec
-
-
-def make_run_dir(run: RunConfig) -> str:
-    name = run.preset or f"{run.algo}-{run.env_id}"
-    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    base = os.path.join(run.logdir, f"{name}-s{run.seed}-{stamp}")
-    path, i = base, 1
-    while os.path.exists(path):
-        i += 1
-        path = f"{base}-{i}"
-    os.makedirs(path)
-    return path
-
-
-def build(run: RunConfig) -> tuple[envs.Env, Any, Trainer, int]:
-    """Builds env, agent and trainer for ``run``; returns them and the chunk count.
-
-    With several members (seeds, sweep values) the trainer runs them all in one
-    program over one envpool pool; ``agent`` is the base config's agent.
-
-    Raises:
-        rljax.parallel.sweep.SweepError: the swept hyperparameter changes shapes.
-    """
-    algo = get_algorithm(run.algo)
-    members = run.members
-    mesh = None
-    if run.devices > 1:
-        available = jax.devices()
-        if run.devices > len(available):
-            raise ValueError(f"devices={run.devices} but JAX sees {len(available)} "
-                             f"({available[0].platform}); on CPU, set XLA_FLAGS="
-                             f"--xla_force_host_platform_device_count={run.devices}")
-        if len(members) == 1:
-            return _build_data_parallel(run, algo, available[:run.devices])
-        mesh = devices.device_mesh(available[:run.devices])
-        env = devices.make_sharded_env(run.env_id, run.config.num_envs,
-                                        [s for s, _ in members], mesh, **dict(run.env_options))
-    else:
-        env = envs.make(run.env_id, run.config.num_envs, run.seed, num_seeds=len(members),
-                        member_seeds=[s for s, _ in members], **dict(run.env_options))
-    agent = algo.make_agent(run.config, env.spec)
-
-    def make_trainer(config):
-        member_agent = agent if config is run.config else algo.make_agent(config, env.spec)
-        return algo.make_trainer(member_agent, env, config, _updates_per_chunk(run),
-                                 run.threshold)
-
-    trainer = make_trainer(run.config)
-    num_chunks = _num_chunks(run, trainer)
-    if run.sweep is not None:
-        field, values = run.sweep
-        builder = sweep.sweep_builder(make_trainer, run.config, field)
-        trainer = vectorize_members(builder, env, [s for s, _ in members],
-                                    sweep.sweep_values(run.config, field, values,
-                                                       run.num_seeds))
-    elif len(members) > 1 or mesh is not None:
-        trainer = vectorize_seeds(trainer, env, run.seed)
-    if mesh is not None:
-        trainer = devices.shard_trainer(trainer, env, [s for s, _ in members], mesh)
-    if run.sweep is not None:
-        trainer = sweep.checked_init(trainer, run.sweep[0])
-    return env, agent, trainer, num_chunks
-
-
-def _total_updates(run: RunConfig) -> int:
-    return max(1, math.ceil(run.total_steps / run.config.steps_per_update))
-
-
-def _updates_per_chunk(run: RunConfig) -> int:
-    """Updates per chunk asked of the trainer: ``chunk_steps`` worth, evened out over the
-    run's chunks."""
-    total = _total_updates(run)
-    chunks = max(1, math.ceil(total / max(1, run.chunk_steps // run.config.steps_per_update)))
-    return math.ceil(total / chunks)
-
-
-def _num_chunks(run: RunConfig, trainer: Trainer) -> int:
-    # A trainer may compile fewer updates per chunk than asked (e.g. conv learners on
-    # XLA:CPU, which are slow inside rolled loops); the chunk count follows.
-    return max(1, math.ceil(_total_updates(run) / trainer.updates_per_chunk))
-
-
-def _build_data_parallel(run: RunConfig, algo, device_list) -> tuple[envs.Env, Any, Trainer, int]:
-    """One agent learning data-parallel over ``devices`` (rljax.parallel.data_parallel)."""
-    mesh = devices.device_mesh(device_list, data_parallel.AXIS)
-    env = data_parallel.make_env(run.env_id, run.config.num_envs, run.seed, mesh,
-                                 **dict(run.env_options))
-    agent = algo.make_agent(run.config, env.spec, axis_name=data_parallel.AXIS)
-    trainer = algo.make_trainer(agent, env, run.config, _updates_per_chunk(run), run.threshold,
-                                axis_name=data_parallel.AXIS)
-    return (env, agent, data_parallel.shard_trainer(trainer, env, mesh),
-            _num_chunks(run, trainer))
 
 
 class TrainingInterrupted(Exception):
@@ -200,6 +100,18 @@ def _nonfinite_metric(row: dict) -> str | None:
     return None
 
 
+def _nonfinite_message(run_dir: str, state, quantity: str) -> str:
+    steps = int(np.ravel(multihost.fetch(state.env_steps))[0])
+    try:
+        if run_dir is None:  # a process that does not write the run directory
+            raise checkpoint.CheckpointError("not written here")
+        saved = checkpoint.read_manifest(run_dir).get("env_steps")
+        where = f"the last finite checkpoint (env step {saved:,}) is in {run_dir}"
+    except checkpoint.CheckpointError:
+        where = "no checkpoint had been saved yet"
+    return f"non-finite {quantity} by env step {steps:,}; training stopped; {where}"
+
+
 def _chunk_row(metrics: list[dict], stats: Any, prev_episodes: int) -> dict:
     row = {k: float(np.nanmean(np.concatenate([np.ravel(m[k]) for m in metrics])))
            for k in metrics[0]} if metrics else {}
@@ -213,31 +125,111 @@ def _chunk_row(metrics: list[dict], stats: Any, prev_episodes: int) -> dict:
     return row
 
 
-def _seed(tree: Any, k: int, num_seeds: int) -> Any:
-    """Seed ``k``'s slice of a state or metrics tree (the tree itself for one seed)."""
-    return tree if num_seeds == 1 else jax.tree.map(lambda x: x[k], tree)
+def _open_sinks(run: RunConfig, run_dir: str) -> Sinks:
+    sinks: list = [JsonlWriter(os.path.join(run_dir, "metrics.jsonl"))]
+    if run.tensorboard:
+        sinks.append(TensorBoardSink(run_dir))
+    if run.wandb_project:
+        sinks.append(WandbSink(run.wandb_project, run.to_dict(), os.path.basename(run_dir)))
+    return Sinks(sinks)
 
 
-_SPREAD_KEYS = ("episode_return_mean", "return_mean_100", "eval_return_mean")
+class _Host:
+    """What the host keeps between chunks: the chunks' metrics not yet logged, the rows,
+    the sinks, the progress line and the evaluation cadence.
 
+    Constructing it opens the sinks; :meth:`close` closes them.
+    """
 
-def _aggregate(rows: list[dict], base: dict) -> dict:
-    """Mean over seeds of each numeric key, with the std of the return keys."""
-    out = dict(base)
-    for key in rows[0]:
-        if key in base:
-            continue
-        values = [r.get(key) for r in rows if isinstance(r.get(key), int | float)]
-        if values:
-            out[key] = float(np.mean(values))
-            if key in _SPREAD_KEYS:
-                out[f"{key}_std"] = float(np.std(values))
-    return out
+    def __init__(self, run: RunConfig, run_dir: str | None, agent: Any, trainer: Trainer,
+                 num_chunks: int, state: LoopState, start: float, writer: bool,
+                 progress: bool):
+        self.run, self.run_dir, self.agent, self.start = run, run_dir, agent, start
+        self.evaluate = None
+        if run.eval_every:
+            from rljax.loops.evaluation import make_evaluator
 
+            self.evaluate = make_evaluator(agent.policy, run.env_id, run.eval_episodes,
+                                           run.seed + 10_000, dict(run.env_options))
+        self.num_seeds = trainer.num_seeds
+        self.steps_per_chunk = trainer.steps_per_chunk
+        self.first_steps = int(np.ravel(multihost.fetch(state.env_steps))[0])
+        self.next_eval = self._eval_after(self.first_steps) if self.evaluate else 0
+        self.final_evals: list[dict] | None = None
+        self.total = num_chunks * trainer.steps_per_chunk
+        self.log_every = max(1, round(run.chunk_steps / trainer.steps_per_chunk))
+        self.save_every = max(1, round(run.checkpoint_steps / trainer.steps_per_chunk))
+        self.display = Progress(self.total, enabled=progress and writer,
+                                label=f"[{run.preset or run.algo}] ")
+        self.sinks = _open_sinks(run, run_dir) if writer else Sinks([])
+        self.seed_sinks = [
+            JsonlWriter(os.path.join(rundir.member_dir(run_dir, run, k), "metrics.jsonl"))
+            for k in range(self.num_seeds)] if self.num_seeds > 1 and writer else []
+        self.rows: list[dict] = []
+        self.pending: list[dict] = []
+        self.prev_episodes = np.ravel(multihost.fetch(state.env.stats.episodes)).tolist()
+        self.done_chunks = self.first_steps // trainer.steps_per_chunk
+        self.train_start = self.period_start = time.perf_counter()
 
-def _manifest(run: RunConfig) -> dict:
-    return {"rljax_version": __version__, "preset": run.preset, "algo": run.algo,
-            "env_id": run.env_id, "run": run.to_dict()}
+    def _eval_after(self, env_steps: int) -> int:
+        return (env_steps // self.run.eval_every + 1) * self.run.eval_every
+
+    def due(self, last: bool, stopping: bool) -> bool:
+        """Whether to log now: ``chunk_steps`` worth of chunks are pending, or the run ends."""
+        return len(self.pending) >= self.log_every or last or stopping
+
+    def log(self, state: LoopState, last: bool) -> int:
+        """Logs the pending chunks as one metrics row (evaluating first when due);
+        returns the env step count.
+
+        Raises:
+            NonFiniteError: a parameter or a logged metric is non-finite.
+        """
+        if not bool(multihost.fetch(_finite(state.agent))):
+            raise NonFiniteError(_nonfinite_message(self.run_dir, state, "parameter"))
+        metrics, stats, steps = multihost.fetch((self.pending, state.env.stats,
+                                                 state.env_steps))
+        env_steps = int(np.ravel(steps)[0])
+        now = time.perf_counter()
+        n = self.num_seeds
+        base = {"env_steps": env_steps, "wall_time_s": now - self.start,
+                "sps": n * len(self.pending) * self.steps_per_chunk / max(
+                    now - self.period_start, 1e-9)}
+        per_seed = [dict(base, **_chunk_row([rundir.member_slice(m, k, n) for m in metrics],
+                                            rundir.member_slice(stats, k, n),
+                                            self.prev_episodes[k]))
+                    for k in range(n)]
+        for name in [_nonfinite_metric(r) for r in per_seed]:
+            if name is not None:
+                raise NonFiniteError(_nonfinite_message(self.run_dir, state, name))
+        if self.evaluate is not None and (last or env_steps >= self.next_eval):
+            self._add_evaluation(state, per_seed, env_steps)
+        row = per_seed[0] if n == 1 else rundir.aggregate(per_seed, base)
+        self.prev_episodes = [r["episodes"] for r in per_seed]
+        self.pending, self.period_start = [], now
+        self.rows.append(row)
+        self.sinks.write(row)
+        for sink, r in zip(self.seed_sinks, per_seed[:len(self.seed_sinks)], strict=True):
+            sink.write(r)
+        avg_sps = n * (env_steps - self.first_steps) / max(now - self.train_start, 1e-9)
+        self.display.update(env_steps, avg_sps, row["return_mean_100"],
+                            n * (self.total - env_steps) / max(avg_sps, 1e-9))
+        return env_steps
+
+    def _add_evaluation(self, state: LoopState, per_seed: list[dict], env_steps: int) -> None:
+        params = multihost.fetch(self.agent.params(state.agent))
+        self.final_evals = [self.evaluate(rundir.member_slice(params, k, self.num_seeds))
+                            for k in range(self.num_seeds)]
+        for r, ev in zip(per_seed, self.final_evals, strict=True):
+            r["eval_return_mean"] = ev["return_mean"]
+            r["eval_episodes"] = ev["episodes"]
+        self.next_eval = self._eval_after(env_steps)
+
+    def close(self) -> None:
+        self.display.close()
+        self.sinks.close()
+        for sink in self.seed_sinks:
+            sink.close()
 
 
 def train_run(run: RunConfig, *, run_dir: str | None = None, progress: bool = True,
@@ -258,7 +250,7 @@ def train_run(run: RunConfig, *, run_dir: str | None = None, progress: bool = Tr
         rljax.run.checkpoint.CheckpointError: ``resume`` does not hold a usable checkpoint.
     """
     start = time.perf_counter()
-    manifest = _manifest(run)
+    manifest = rundir.manifest(run)
     if resume is not None:
         checkpoint.check_compatible(checkpoint.read_manifest(resume), manifest["run"])
         run_dir = resume
@@ -267,9 +259,7 @@ def train_run(run: RunConfig, *, run_dir: str | None = None, progress: bool = Tr
     # collectives that fetch the state (multihost.fetch).
     writer = multihost.is_writer()
     if writer:
-        run_dir = run_dir or make_run_dir(run)
-        os.makedirs(run_dir, exist_ok=True)
-        write_json(os.path.join(run_dir, "config.json"), run.to_dict())
+        run_dir = rundir.open_run_dir(run, run_dir)
     state = trainer.init(jax.random.key(run.seed))
     if resume is not None:
         # Restored arrays go where the fresh state lives (sharded over devices or not).
@@ -277,73 +267,20 @@ def train_run(run: RunConfig, *, run_dir: str | None = None, progress: bool = Tr
     compile_start = time.perf_counter()
     chunk = trainer.chunk.lower(state).compile()
     compile_time = time.perf_counter() - compile_start
-    evaluate = None
-    if run.eval_every:
-        from rljax.loops.evaluation import make_evaluator
-
-        evaluate = make_evaluator(agent.greedy_act, run.env_id, run.eval_episodes,
-                                  run.seed + 10_000, dict(run.env_options))
-    num_seeds = trainer.num_seeds
-    first_steps = int(np.ravel(multihost.fetch(state.env_steps))[0])
-    next_eval = (first_steps // run.eval_every + 1) * run.eval_every if evaluate else 0
-    final_evals: list[dict] | None = None
-    total = num_chunks * trainer.steps_per_chunk
-    log_every = max(1, round(run.chunk_steps / trainer.steps_per_chunk))
-    save_every = max(1, round(run.checkpoint_steps / trainer.steps_per_chunk))
-    display = Progress(total, enabled=progress and writer, label=f"[{run.preset or run.algo}] ")
-    sinks = _open_sinks(run, run_dir) if writer else Sinks([])
-    seed_sinks = [JsonlWriter(os.path.join(_member_dir(run_dir, run, k), "metrics.jsonl"))
-                  for k in range(num_seeds)] if num_seeds > 1 and writer else []
-    rows: list[dict] = []
-    pending: list[dict] = []
-    prev_episodes = np.ravel(multihost.fetch(state.env.stats.episodes)).tolist()
+    host = _Host(run, run_dir, agent, trainer, num_chunks, state, start, writer, progress)
     interrupted = False
-    done_chunks = first_steps // trainer.steps_per_chunk
-    train_start = period_start = time.perf_counter()
     try:
         with _StopSignals() as stop:
-            for i in range(done_chunks, num_chunks):
+            for i in range(host.done_chunks, num_chunks):
                 state, metrics = chunk(state)
-                pending.append(metrics)
+                host.pending.append(metrics)
                 last = i == num_chunks - 1 or (run.stop_on_solve and bool(
                     np.all(multihost.fetch(state.solved_at) >= 0)))
-                if not (len(pending) >= log_every or last or stop.received):
+                if not host.due(last, stop.received is not None):
                     continue
-                if not bool(multihost.fetch(_finite(state.agent))):
-                    raise NonFiniteError(_nonfinite_message(run_dir, state, "parameter"))
-                metrics, stats, steps = multihost.fetch((pending, state.env.stats,
-                                                         state.env_steps))
-                env_steps = int(np.ravel(steps)[0])
-                now = time.perf_counter()
-                base = {"env_steps": env_steps, "wall_time_s": now - start,
-                        "sps": num_seeds * len(pending) * trainer.steps_per_chunk / max(
-                            now - period_start, 1e-9)}
-                per_seed = [dict(base, **_chunk_row([_seed(m, k, num_seeds) for m in metrics],
-                                                    _seed(stats, k, num_seeds),
-                                                    prev_episodes[k]))
-                            for k in range(num_seeds)]
-                for name in [_nonfinite_metric(r) for r in per_seed]:
-                    if name is not None:
-                        raise NonFiniteError(_nonfinite_message(run_dir, state, name))
-                if evaluate is not None and (last or env_steps >= next_eval):
-                    params = multihost.fetch(agent.params(state.agent))
-                    final_evals = [evaluate(_seed(params, k, num_seeds))
-                                   for k in range(num_seeds)]
-                    for r, ev in zip(per_seed, final_evals, strict=True):
-                        r["eval_return_mean"] = ev["return_mean"]
-                        r["eval_episodes"] = ev["episodes"]
-                    next_eval = (env_steps // run.eval_every + 1) * run.eval_every
-                row = per_seed[0] if num_seeds == 1 else _aggregate(per_seed, base)
-                prev_episodes = [r["episodes"] for r in per_seed]
-                pending, period_start = [], now
-                rows.append(row)
-                sinks.write(row)
-                for sink, r in zip(seed_sinks, per_seed[:len(seed_sinks)], strict=True):
-                    sink.write(r)
-                avg_sps = num_seeds * (env_steps - first_steps) / max(now - train_start, 1e-9)
-                display.update(env_steps, avg_sps, row["return_mean_100"],
-                               num_seeds * (total - env_steps) / max(avg_sps, 1e-9))
-                if last or stop.received or (i + 1) % save_every == 0:
+                env_steps = host.log(state, last)
+                # The checkpoint follows the row, so a saved state is always logged.
+                if last or stop.received or (i + 1) % host.save_every == 0:
                     checkpoint.save(run_dir, state, manifest)
                 if stop.received and not last:
                     interrupted = True
@@ -354,158 +291,9 @@ def train_run(run: RunConfig, *, run_dir: str | None = None, progress: bool = Tr
         interrupted = True
         raise
     finally:
-        display.close()
-        sinks.close()
-        for sink in seed_sinks:
-            sink.close()
-        summary = _summary(run, state, start, train_start, compile_time, interrupted,
-                           first_steps, final_evals)
+        host.close()
+        summary = rundir.run_summary(run, state, start, host.train_start, compile_time,
+                                     interrupted, host.first_steps, host.final_evals)
         if writer:
-            write_json(os.path.join(run_dir, "summary.json"), summary)
-            for k, seed_summary in enumerate(summary.get("seeds", [])):
-                folder = _member_dir(run_dir, run, k)
-                write_json(os.path.join(folder, "summary.json"), seed_summary)
-                write_json(os.path.join(folder, "config.json"), _member_config(run, k))
-            _plot_curve(run_dir)
-    return RunResult(run_dir, state, summary, rows, agent, env.spec)
-
-
-def _member_name(run: RunConfig, k: int) -> str:
-    seed, value = run.members[k]
-    return f"seed_{seed}" if run.sweep is None else f"{run.sweep[0]}={value:g}_seed_{seed}"
-
-
-def _member_dir(run_dir: str, run: RunConfig, k: int) -> str:
-    """Member ``k``'s folder: ``seed_S`` (seeds) or ``FIELD=VALUE_seed_S`` (sweeps)."""
-    path = os.path.join(run_dir, _member_name(run, k))
-    os.makedirs(path, exist_ok=True)
-    return path
-
-
-def _member_config(run: RunConfig, k: int) -> dict:
-    """Member ``k`` as a single run's config.json (plus a plot label for sweeps)."""
-    seed, value = run.members[k]
-    out = dict(run.to_dict(), seed=seed, num_seeds=1, sweep=None)
-    if run.sweep is not None:
-        field = run.sweep[0]
-        out["config"] = dict(out["config"], **{field: value})
-        out["label"] = f"{run.preset or run.algo} {field}={value:g}"
-    return out
-
-
-def _nonfinite_message(run_dir: str, state, quantity: str) -> str:
-    steps = int(np.ravel(multihost.fetch(state.env_steps))[0])
-    try:
-        if run_dir is None:  # a process that does not write the run directory
-            raise checkpoint.CheckpointError("not written here")
-        saved = checkpoint.read_manifest(run_dir).get("env_steps")
-        where = f"the last finite checkpoint (env step {saved:,}) is in {run_dir}"
-    except checkpoint.CheckpointError:
-        where = "no checkpoint had been saved yet"
-    return f"non-finite {quantity} by env step {steps:,}; training stopped; {where}"
-
-
-def _open_sinks(run: RunConfig, run_dir: str) -> Sinks:
-    sinks: list = [JsonlWriter(os.path.join(run_dir, "metrics.jsonl"))]
-    if run.tensorboard:
-        sinks.append(TensorBoardSink(run_dir))
-    if run.wandb_project:
-        sinks.append(WandbSink(run.wandb_project, run.to_dict(), os.path.basename(run_dir)))
-    return Sinks(sinks)
-
-
-def _plot_curve(run_dir: str) -> None:
-    """Writes curve.png; a plotting failure must never cost the run its results."""
-    from rljax.run.plotting import load_curve, plot_runs
-
-    try:
-        if len(load_curve(run_dir)[0]):
-            plot_runs([run_dir], os.path.join(run_dir, "curve.png"))
-    except Exception as e:  # noqa: BLE001
-        warnings.warn(f"could not draw {run_dir}/curve.png: {e}", stacklevel=2)
-
-
-def _seed_summary(stats: Any, solved_at: Any) -> dict:
-    rets, lens = last_episodes(stats, 100)
-    return {
-        "episodes": int(stats.episodes),
-        "final_return_mean": float(np.mean(rets)) if len(rets) else None,
-        "final_length_mean": float(np.mean(lens)) if len(lens) else None,
-        "solved_at_step": int(solved_at) if int(solved_at) >= 0 else None,
-    }
-
-
-def _sweep_summary(run: RunConfig, members: list[dict]) -> list[dict]:
-    """Per sweep value: the mean and std over its seeds, and how many solved."""
-    field, values = run.sweep
-    out = []
-    for value in values:
-        group = [m for m in members if m["sweep"][field] == value]
-        finals = [m["final_return_mean"] for m in group if m["final_return_mean"] is not None]
-        solved = [m["solved_at_step"] for m in group if m["solved_at_step"] is not None]
-        out.append({field: value, "final_return_mean": float(np.mean(finals)) if finals else None,
-                    "final_return_std": float(np.std(finals)) if finals else None,
-                    "seeds_solved": len(solved),
-                    "solved_at_step_mean": float(np.mean(solved)) if solved else None})
-    return out
-
-
-def _summary(run: RunConfig, state: LoopState, start: float, train_start: float,
-             compile_time: float, interrupted: bool, first_steps: int = 0,
-             evals: list[dict] | None = None) -> dict:
-    """The run's summary; with several seeds the single-run keys aggregate them
-    (returns: mean over seeds; ``solved_at_step``: when the last seed solved, null
-    unless all did; ``sps``: all seeds' env steps) and ``seeds`` lists each one."""
-    stats, steps, solved_at = multihost.fetch((state.env.stats, state.env_steps,
-                                               state.solved_at))
-    num_seeds = run.num_members
-    env_steps = int(np.ravel(steps)[0])
-    seeds = []
-    for k, (seed, value) in enumerate(run.members):
-        one = dict(seed=seed, **_seed_summary(_seed(stats, k, num_seeds),
-                                              np.ravel(solved_at)[k]))
-        if value is not None:
-            one["sweep"] = {run.sweep[0]: value}
-        if evals is not None:
-            one["eval_return_mean"] = evals[k]["return_mean"]
-            one["eval_returns"] = evals[k]["returns"]
-        seeds.append(one)
-    train_time = time.perf_counter() - train_start
-    solved = [s["solved_at_step"] for s in seeds if s["solved_at_step"] is not None]
-    finals = [s["final_return_mean"] for s in seeds if s["final_return_mean"] is not None]
-    summary = {
-        "preset": run.preset,
-        "algo": run.algo,
-        "env_id": run.env_id,
-        "seed": run.seed,
-        "env_steps": env_steps,
-        "wall_time_s": time.perf_counter() - start,
-        "compile_time_s": compile_time,
-        "sps": num_seeds * (env_steps - first_steps) / max(train_time, 1e-9),
-        "episodes": sum(s["episodes"] for s in seeds),
-        "final_return_mean": float(np.mean(finals)) if finals else None,
-        "final_length_mean": seeds[0]["final_length_mean"] if num_seeds == 1 else None,
-        "threshold": run.threshold,
-        "solved_at_step": max(solved) if len(solved) == num_seeds else None,
-        "device": str(jax.devices()[0].device_kind),
-    }
-    if evals is not None:
-        means = [s["eval_return_mean"] for s in seeds if s["eval_return_mean"] is not None]
-        summary["eval_return_mean"] = float(np.mean(means)) if means else None
-        if num_seeds == 1:
-            summary["eval_returns"] = seeds[0]["eval_returns"]
-    if num_seeds > 1:
-        summary["num_seeds"] = num_seeds
-        summary["total_env_steps"] = num_seeds * env_steps
-        summary["final_return_std"] = float(np.std(finals)) if finals else None
-        summary["seeds_solved"] = len(solved)
-        summary["seeds"] = seeds
-    if run.sweep is not None:
-        summary["num_members"] = run.num_members
-        summary["num_seeds"] = run.num_seeds
-        summary["sweep"] = _sweep_summary(run, seeds)
-    if interrupted:
-        summary["interrupted"] = True
-    if first_steps:
-        summary["resumed_from_step"] = first_steps
-    return summary
+            rundir.write_summaries(run_dir, run, summary)
+    return RunResult(run_dir, state, summary, host.rows, agent, env.spec)

@@ -9,6 +9,7 @@ from typing import Any
 from rljax.agents.a2c import A2CConfig
 from rljax.agents.ddpg import DDPGConfig
 from rljax.agents.dqn import DQNConfig
+from rljax.run.config import RunConfig
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -17,36 +18,35 @@ class Preset:
 
     Attributes:
         name: preset name (``rljax train NAME``).
-        algo: algorithm name in :mod:`rljax.run.registry`.
-        env_id: envpool task id.
-        config: the agent's config.
-        total_steps: default env-step budget (all envs together).
-        threshold: mean return over the last 100 episodes that counts as solved
-            (None: the task's own reward threshold, if any).
-        env_options: extra envpool options.
-        chunk_steps: env steps per compiled chunk (how often the host looks).
-        stop_on_solve: end training once the threshold is reached.
-        eval_every: evaluate the noise-free policy every this many env steps (0: never).
-        key_params: config fields shown by ``rljax presets``.
+        run: the run it stands for (with ``preset=name``); the command line and
+            :func:`rljax.run.config.from_preset` override parts of it.
+        key_params: agent config fields shown by ``rljax presets``.
         notes: anything a user should know about the preset.
     """
 
     name: str
-    algo: str
-    env_id: str
-    config: Any
-    total_steps: int
-    threshold: float | None = None
-    env_options: tuple[tuple[str, Any], ...] = ()
-    chunk_steps: int = 20_000
-    stop_on_solve: bool = False
-    eval_every: int = 0
+    run: RunConfig
     key_params: tuple[str, ...] = ()
     notes: str = ""
 
+    def __post_init__(self):
+        if self.run.preset != self.name:
+            raise ValueError(f"preset {self.name!r} holds a run named {self.run.preset!r}")
+        fields = {f.name for f in dataclasses.fields(self.run.config)}
+        unknown = [k for k in self.key_params if k not in fields]
+        if unknown:
+            raise ValueError(f"preset {self.name!r}: key_params {unknown} are not fields of "
+                             f"{type(self.run.config).__name__}")
+
+
+def _preset(*, name: str, key_params: tuple[str, ...], notes: str, **run: Any) -> Preset:
+    """A Preset whose run is ``RunConfig(preset=name, **run)``."""
+    return Preset(name=name, run=RunConfig(preset=name, **run), key_params=key_params,
+                  notes=notes)
+
 
 _PRESETS: list[Preset] = [
-    Preset(
+    _preset(
         name="cartpole-a2c",
         algo="a2c",
         env_id="CartPole-v1",
@@ -65,7 +65,7 @@ _PRESETS: list[Preset] = [
 _DQN_KEYS = ("num_envs", "env_steps_per_update", "grad_steps", "batch_size", "buffer_size",
              "lr", "target_period", "epsilon", "beta")
 _PRESETS += [
-    Preset(
+    _preset(
         name="cartpole-dqn",
         algo="dqn",
         env_id="CartPole-v1",
@@ -80,7 +80,7 @@ _PRESETS += [
               "per env step), 3-step double dueling DQN with prioritized replay, target copy "
               "every 50 updates, epsilon 1 -> 0.02 over the first 300 updates (9.6k steps)",
     ),
-    Preset(
+    _preset(
         name="breakout-dqn",
         algo="dqn",
         env_id="Breakout-v5",
@@ -94,7 +94,7 @@ _PRESETS += [
               "the reference breakpoints kept (epsilon 0.01 at update 500,000, beta 1 at "
               "update 1,000,000), so a 10M-step run ends at epsilon 0.046 and beta 0.59",
     ),
-    Preset(
+    _preset(
         name="breakout-dqn-500k",
         algo="dqn",
         env_id="Breakout-v5",
@@ -115,12 +115,12 @@ _PRESETS += [
 _DDPG_KEYS = ("num_envs", "env_steps_per_update", "grad_steps", "batch_size", "actor_lr",
               "critic_lr", "tau", "gamma", "n_step", "noise", "noise_scale", "noise_decay")
 _PRESETS += [
-    Preset(
+    _preset(
         name="reacher-ddpg",
         algo="ddpg",
         env_id="Reacher-v5",
         config=DDPGConfig(env_steps_per_update=1, grad_steps=10, batch_size=256,
-                          min_replay=5_000, replay_capacity=300_000, batch_norm=False,
+                          learning_starts=5_000, buffer_size=300_000, batch_norm=False,
                           lr_decay_steps=150_000, actor_weight_decay=0.0,
                           critic_weight_decay=0.0, tau=5e-3, target_critic_init="copy",
                           target_noise=0.2, noise="gaussian", gaussian_sigma=0.3,
@@ -137,7 +137,7 @@ _PRESETS += [
               "reference. Solves in ~100-150k env steps; trains the whole 500k budget "
               "(stop_on_solve off) to show the policy stays solved",
     ),
-    Preset(
+    _preset(
         name="reacher-ddpg-reference",
         algo="ddpg",
         env_id="Reacher-v5",

@@ -22,7 +22,7 @@ SPEC = EnvSpec(task_id="Reacher-v5", num_envs=B, obs_shape=(OBS,), obs_dtype=np.
                num_actions=None, action_shape=(ACT,), action_low=LOW, action_high=HIGH,
                max_episode_steps=50, reward_threshold=-3.75, is_atari=False)
 SMALL = ddpg.DDPGConfig(num_envs=B, actor_hidden=(8, 6), critic_hidden=(7, 5), batch_size=N,
-                        min_replay=N, replay_capacity=64)
+                        learning_starts=N, buffer_size=64)
 BN_EPS = 1e-5  # flax BatchNorm default
 
 
@@ -130,7 +130,7 @@ def tree_close(a, b, **kw):
 @pytest.mark.parametrize("jit,loss", [(True, "l2"), (True, "huber"), (False, "l2")],
                          ids=["jit-l2", "jit-huber", "eager-l2"])
 def test_critic_loss_matches_numpy(jit, loss):
-    config = dataclasses.replace(SMALL, critic_loss=loss, huber_delta=0.5)
+    config = dataclasses.replace(SMALL, td_loss=loss, huber_delta=0.5)
     state, batch = random_state(config), random_batch()
     tr = batch.transition
     fn = jitted("critic_loss", config) if jit else functools.partial(ddpg.critic_loss, config,
@@ -327,7 +327,10 @@ def jitted(name, config, spec=SPEC):
 
 
 def act(config, state, obs, key, new_episode):
-    return jitted("act", config)(state, obs, key, 0, new_episode)
+    """``(action, state)`` of ``ddpg.act`` (whose extras are empty)."""
+    action, extras, state = jitted("act", config)(state, obs, key, 0, new_episode)
+    assert extras == {}
+    return action, state
 
 
 OBS_B = jnp.asarray(np.random.default_rng(2).normal(size=(B, OBS)), jnp.float32)
@@ -338,7 +341,7 @@ def test_acting_changes_no_network_state_and_greedy_is_deterministic():
     _, new = act(SMALL, state, OBS_B, jax.random.key(0), jnp.zeros(B, bool))
     for name in ("actor", "critic", "target_actor", "target_critic"):
         jax.tree.map(np.testing.assert_array_equal, getattr(new, name), getattr(state, name))
-    greedy = jitted("greedy_act", SMALL)
+    greedy = jitted("policy", SMALL)
     a1, a2 = greedy(state.actor, OBS_B), greedy(state.actor, OBS_B)
     np.testing.assert_array_equal(a1, a2)
     np.testing.assert_allclose(a1, np_actor(state.actor, OBS_B), rtol=1e-4, atol=1e-5)
@@ -366,9 +369,9 @@ def test_ou_noise_statistics_in_act():
                                action_high=(50.0, 50.0))
     state = ddpg.init(config, spec, jax.random.key(0))
     obs = jnp.zeros((4096, OBS))
-    action, _ = jax.jit(lambda s, k: ddpg.act(config, spec, s, obs, k, 0,
+    action, _, _ = jax.jit(lambda s, k: ddpg.act(config, spec, s, obs, k, 0,
                                               jnp.zeros(4096, bool)))(state, jax.random.key(1))
-    noise = np.asarray(action) - np.asarray(ddpg.greedy_act(config, spec, state.actor, obs))
+    noise = np.asarray(action) - np.asarray(ddpg.policy(config, spec, state.actor, obs))
     assert abs(noise.mean()) < 5 * 0.1 / np.sqrt(noise.size)
     np.testing.assert_allclose(noise.std(), 0.5 * 0.2, rtol=0.05)
 
@@ -382,7 +385,7 @@ def test_actions_clipped_to_bounds(noise):
     action = np.asarray(action)
     assert np.all(action >= np.asarray(LOW)) and np.all(action <= np.asarray(HIGH))
     assert np.any(action == np.asarray(LOW)) and np.any(action == np.asarray(HIGH))
-    greedy = np.asarray(ddpg.greedy_act(config, SPEC, state.actor, 100 * OBS_B))
+    greedy = np.asarray(ddpg.policy(config, SPEC, state.actor, 100 * OBS_B))
     assert np.all(greedy >= np.asarray(LOW)) and np.all(greedy <= np.asarray(HIGH))
 
 
@@ -400,7 +403,7 @@ def test_noisy_actor_noise_reproducible_and_off_in_evaluation(source):
     a3, _ = act(config, state, OBS_B, jax.random.key(2), new_episode)
     np.testing.assert_array_equal(a1, a2)  # same key, same noise
     assert not np.allclose(a1, a3)
-    greedy = jitted("greedy_act", config)
+    greedy = jitted("policy", config)
     g = np.asarray(greedy(state.actor, OBS_B))
     np.testing.assert_array_equal(g, greedy(state.actor, OBS_B))
     assert not np.allclose(a1, g)  # acting is noisy, evaluation is not
@@ -450,12 +453,14 @@ def test_cli_refuses_discrete_env_with_one_line(capsys):
 @pytest.mark.parametrize("field,value,match", [
     ("tau", 1.5, r"tau must be a number in \[0.0, 1.0\], got 1.5"),
     ("noise", "pink", r"noise must be one of ou, gaussian, none, got 'pink'"),
-    ("grad_steps", 0, r"grad_steps must be an integer > 0, got 0"),
-    ("batch_size", 20_000, r"min_replay must be >= batch_size \(20000\), got 10000"),
-    ("min_replay", 2_000_000, r"min_replay must be <= replay_capacity"),
-    ("beta", -0.1, r"beta must be a number in \[0.0, 1.0\]"),
+    ("grad_steps", 0, r"grad_steps must be an integer >= 1, got 0"),
+    ("batch_size", 20_000, r"learning_starts must be an integer in \[20000, 1000000\] or None "
+                           r"\(from batch_size to buffer_size; None: a full buffer\), got 10000"),
+    ("learning_starts", 2_000_000, r"learning_starts must be an integer in \[128, 1000000\]"),
+    ("beta", ((0, -0.1),), r"beta values must be numbers in \[0.0, 1.0\]"),
+    ("beta", 1.0, r"beta must be a schedule \(\(update, value\), ...\)"),
     ("noisy_noise", "brown", r"noisy_noise must be one of ou, key"),
-    ("flush_every", 0, r"flush_every must be an integer > 0, got 0"),
+    ("flush_every", 0, r"flush_every must be an integer in \[1, 2147483647\] or None"),
     ("actor_hidden", (), r"actor_hidden must be a non-empty tuple"),
 ])
 def test_config_validation(field, value, match):

@@ -11,12 +11,12 @@ import pytest
 
 from rljax import envs
 from rljax.agents import ddpg
-from rljax.agents.base import OffPolicyAgent
+from rljax.agents.base import Agent, Update
 from rljax.envs.stats import recent_mean_return
 from rljax.run.registry import get_algorithm
 
 CONFIG = ddpg.DDPGConfig(num_envs=10, env_steps_per_update=2, grad_steps=6, batch_size=64,
-                         min_replay=1_000, replay_capacity=50_000, actor_hidden=(64, 64),
+                         learning_starts=1_000, buffer_size=50_000, actor_hidden=(64, 64),
                          critic_hidden=(64, 64), batch_norm=False, tau=5e-3,
                          target_critic_init="copy",
                          noise="gaussian", gaussian_sigma=0.3, noise_scale=1.0,
@@ -25,7 +25,7 @@ UPDATES_PER_CHUNK = 250  # 5,000 env steps
 CHUNKS = 8
 
 
-def with_corruptible_target(agent: OffPolicyAgent) -> OffPolicyAgent:
+def with_corruptible_target(agent: Agent) -> Agent:
     """The agent with state ``(state, corrupt)``: where ``corrupt``, the critic learns
     from rewards of the wrong sign, ``-r + discount * Q'``."""
 
@@ -33,17 +33,17 @@ def with_corruptible_target(agent: OffPolicyAgent) -> OffPolicyAgent:
         return agent.init(key), jnp.zeros((), bool)
 
     def act(state, obs, key, step, new_episode):
-        action, inner = agent.act(state[0], obs, key, step, new_episode)
-        return action, (inner, state[1])
+        action, extras, inner = agent.act(state[0], obs, key, step, new_episode)
+        return action, extras, (inner, state[1])
 
     def update(state, batch, key):
         tr = batch.transition
         tr = tr._replace(reward=jnp.where(state[1], -tr.reward, tr.reward))
         inner, metrics, td = agent.update(state[0], batch._replace(transition=tr), key)
-        return (inner, state[1]), metrics, td
+        return Update((inner, state[1]), metrics, td)
 
-    return OffPolicyAgent(init, act, update, agent.greedy_act, lambda s: agent.params(s[0]),
-                          lambda s, tr: agent.td_error(s[0], tr))
+    return Agent(init, act, update, agent.policy, lambda s: agent.params(s[0]),
+                 lambda s, tr: agent.td_error(s[0], tr))
 
 
 @pytest.mark.slow

@@ -67,7 +67,7 @@ def _np_loss(config, params, target, batch):
               else np.argmax(q_next_target, axis=1))
     y = np.asarray(tr.reward) + np.asarray(tr.discount) * q_next_target[rows, a_next]
     td = y - q[rows, np.asarray(tr.action)]
-    if config.loss == "huber":
+    if config.td_loss == "huber":
         d = config.huber_delta
         per = np.where(np.abs(td) <= d, 0.5 * td**2, d * (np.abs(td) - 0.5 * d))
     else:
@@ -81,7 +81,7 @@ def _np_loss(config, params, target, batch):
     (False, "l2", 1.0, True),
 ])
 def test_loss_matches_numpy(spec, double_q, loss, delta, jit):
-    config = dqn.DQNConfig(hidden_sizes=(16,), double_q=double_q, loss=loss,
+    config = dqn.DQNConfig(hidden_sizes=(16,), double_q=double_q, td_loss=loss,
                            huber_delta=delta)
     params, target = _random_variables(config, spec, 0), _random_variables(config, spec, 1)
     batch = _batch()
@@ -161,25 +161,25 @@ def test_acting_follows_epsilon(spec):
     state = agent.init(jax.random.key(0))
     obs = jnp.asarray(np.random.default_rng(0).normal(size=(4096, OBS)), jnp.float32)
     act = jax.jit(agent.act)
-    greedy = agent.greedy_act(agent.params(state), obs)
+    greedy = agent.policy(agent.params(state), obs)
     done = jnp.zeros(4096, bool)
-    a10, _ = act(state, obs, jax.random.key(1), jnp.int32(10), done)
+    a10, _, _ = act(state, obs, jax.random.key(1), jnp.int32(10), done)
     np.testing.assert_array_equal(a10, greedy)  # epsilon 0
-    a0, new_state = act(state, obs, jax.random.key(1), jnp.int32(0), done)
+    a0, _, new_state = act(state, obs, jax.random.key(1), jnp.int32(0), done)
     counts = np.bincount(np.asarray(a0), minlength=A) / 4096
     np.testing.assert_allclose(counts, 1 / A, atol=0.04)  # epsilon 1: uniform
     assert int(new_state.update_step) == 0
 
 
 def test_noisy_net_explores_with_noise_and_acts_greedily_without(spec):
-    config = dqn.DQNConfig(hidden_sizes=(16,), noisy=True, sigma0=2.0)
+    config = dqn.DQNConfig(hidden_sizes=(16,), noisy=True, noisy_sigma0=2.0)
     agent = dqn.make_dqn(config, spec)
     state = agent.init(jax.random.key(0))
     obs = jnp.asarray(np.random.default_rng(0).normal(size=(512, OBS)), jnp.float32)
     done = jnp.zeros(512, bool)
-    act, greedy_act = jax.jit(agent.act), jax.jit(agent.greedy_act)
-    a1, _ = act(state, obs, jax.random.key(1), jnp.int32(0), done)
-    a2, _ = act(state, obs, jax.random.key(2), jnp.int32(0), done)
+    act, greedy_act = jax.jit(agent.act), jax.jit(agent.policy)
+    a1, _, _ = act(state, obs, jax.random.key(1), jnp.int32(0), done)
+    a2, _, _ = act(state, obs, jax.random.key(2), jnp.int32(0), done)
     assert np.mean(np.asarray(a1) != np.asarray(a2)) > 0.05
     np.testing.assert_array_equal(greedy_act(agent.params(state), obs),
                                   greedy_act(agent.params(state), obs))
@@ -204,13 +204,13 @@ def test_cli_refuses_continuous_env_in_one_line(capsys):
 
 
 @pytest.mark.parametrize("field,value,message", [
-    ("num_envs", 0, "num_envs must be an integer > 0"),
-    ("loss", "mse", "loss must be one of huber, l2, got 'mse'"),
-    ("epsilon", ((0, 1.5),), "epsilon values must be in [0, 1]"),
+    ("num_envs", 0, "num_envs must be an integer >= 1, got 0"),
+    ("td_loss", "mse", "td_loss must be one of huber, l2, got 'mse'"),
+    ("epsilon", ((0, 1.5),), "epsilon values must be numbers in [0.0, 1.0]"),
     ("beta", ((5, 1.0), (2, 0.5)), "beta must be a schedule"),
-    ("learning_starts", 8, "learning_starts must be in [batch_size=32"),
+    ("learning_starts", 8, "learning_starts must be an integer in [32, 16384] or None"),
     ("tau", 2.0, "tau must be a number in [0.0, 1.0]"),
-    ("target_period", 2.5, "target_period must be an integer > 0"),
+    ("target_period", 2.5, "target_period must be an integer in [1, 2147483647]"),
     ("noisy", "yes", "noisy must be true or false"),
 ])
 def test_bad_config_names_field_and_value(field, value, message):
@@ -226,3 +226,30 @@ def test_schedules_from_the_command_line():
     assert hash(run.config) == hash(dataclasses.replace(run.config))
     with pytest.raises(ValueError, match="expected 2 values separated by ':'"):
         from_preset("cartpole-dqn", epsilon="0:1.0,100")
+
+
+
+def test_expected_value_head_ignores_the_categorical_support(spec):
+    """num_atoms=1 is the expected-value DQN whatever v_min and v_max: the same programs
+    (traced, so without compiling) for every agent function."""
+    base = dqn.DQNConfig(hidden_sizes=(16,), noisy=True)
+    other = dataclasses.replace(base, v_min=-3.0, v_max=250.0)
+    assert not base.distributional and base.num_atoms == 1
+    batch, key = _batch(), jax.random.key(0)
+    obs, done = batch.transition.obs, jnp.zeros(N, bool)
+    programs = []
+    for config in (base, other):
+        agent = dqn.make_dqn(config, spec)
+        state = jax.eval_shape(agent.init, key)
+        programs.append([str(jax.make_jaxpr(fn)(*args)) for fn, args in [
+            (agent.init, (key,)),
+            (agent.act, (state, obs, key, jnp.int32(0), done)),
+            (agent.update, (state, batch, key)),
+            (agent.policy, (state.params, obs)),
+            (agent.td_error, (state, batch.transition))]])
+    assert programs[0] == programs[1]
+    assert "argmax" in programs[0][2]  # double Q: the update was traced through
+    assert jax.tree.map(jnp.shape, state.params["params"]["head"]["advantage_out"])[
+        "kernel_mu"] == (16, A)
+    q = jnp.ones((2, A))
+    assert dqn.q_values(base, q) is q

@@ -227,6 +227,72 @@ def test_importance_weights_formula():
         np.asarray(prioritized.importance_weights(jnp.zeros(3), 0.4)), 1.0)
 
 
+@pytest.mark.parametrize("beta", [-0.1, 1.5, float("nan"), np.float32(2.0), jnp.asarray(-1.0),
+                                  np.array([0.5, 1.2]), "0.5"])
+def test_concrete_beta_outside_unit_interval_is_refused(beta):
+    buf, fns = compiled()
+    state = fns["add"](buf.init(EXAMPLE), batch_of([1, 2, 3, 4]), jnp.ones(B, bool), None)
+    with pytest.raises(ValueError, match=r"beta must be in \[0, 1\], got "):
+        buf.sample(state, jax.random.key(0), beta)
+    with pytest.raises(ValueError, match=r"beta must be in \[0, 1\], got "):
+        prioritized.importance_weights(jnp.ones(3), beta)
+    # A concrete array closed over by a jitted function is still concrete.
+    closed = beta if isinstance(beta, str) else jnp.asarray(beta, jnp.float32)
+    with pytest.raises(ValueError, match="beta must be in"):
+        jax.jit(lambda p: prioritized.importance_weights(p, closed))(jnp.ones(3))
+
+
+@pytest.mark.parametrize("beta", [0.0, 1.0, np.float32(0.4), jnp.asarray(0.7), np.array(1)])
+def test_concrete_beta_in_unit_interval_is_accepted(beta):
+    p = jnp.array([0.5, 2.0, 1.0])
+    w = (np.asarray(p, np.float64)) ** -float(beta)
+    np.testing.assert_allclose(np.asarray(prioritized.importance_weights(p, beta)), w / w.max(),
+                               rtol=1e-6)
+
+
+@pytest.mark.parametrize("beta", [-1.0, -0.3, 0.0, 0.4, 1.0, 1.7, 3.0])
+def test_traced_beta_follows_the_formula_at_any_value(beta):
+    """Unchecked when traced: ``w_i = (N P(i))^-beta / max_j (N P(j))^-beta`` for any beta,
+    including negative ones (where the largest weight is the largest priority's)."""
+    rng = np.random.default_rng(int(10 * beta) + 20)
+    p = (10.0 ** rng.uniform(-3, 3, K)).astype(np.float32)
+    p64 = p.astype(np.float64)
+    n = 7
+    w = (n * p64 / p64.sum()) ** -beta
+    got = jax.jit(prioritized.importance_weights)(jnp.asarray(p), beta)
+    bound = 3e-7 + 1.5e-7 * np.abs(beta * np.log(p64.max() / p64.min()))
+    np.testing.assert_allclose(np.asarray(got), w / w.max(), rtol=2 * bound)
+    assert np.asarray(got).max() == 1.0
+    # With the empty tree's zeros: they weigh 1 and do not enter the normalization.
+    with_zeros = jnp.asarray(np.concatenate([p, [0.0, 0.0]]))
+    got = np.asarray(jax.jit(prioritized.importance_weights)(with_zeros, beta))
+    np.testing.assert_allclose(got[:K], w / w.max(), rtol=2 * bound)
+    np.testing.assert_array_equal(got[K:], 1.0)
+    # Priorities 60 decades apart: no NaN; a ratio beyond float32's range is held at its
+    # smallest normal, so a weight below tiny^|beta| may read as up to that (and one below
+    # tiny itself as 0).
+    extreme = np.array([prioritized.PRIORITY_MIN, prioritized.PRIORITY_MAX, 1.0], np.float32)
+    got = np.asarray(jax.jit(prioritized.importance_weights)(jnp.asarray(extreme), beta))
+    w = extreme.astype(np.float64) ** -beta
+    tiny = float(np.finfo(np.float32).tiny)
+    atol = 1.01 * max(tiny ** abs(beta), tiny)
+    np.testing.assert_allclose(got, w / w.max(), rtol=1e-5, atol=atol)
+    assert np.all(np.isfinite(got)) and got.max() == 1.0
+
+
+def test_traced_beta_in_sample_and_vmap():
+    """The loops pass beta traced (from a schedule): sample's weights follow the formula."""
+    buf, fns = compiled()
+    state = fns["add"](buf.init(EXAMPLE), batch_of([1, 2, 3, 4]), jnp.ones(B, bool),
+                       jnp.array([0.1, 1.0, 3.0, 10.0]))
+    betas = jnp.array([0.0, 0.4, 1.0])
+    out = jax.jit(jax.vmap(buf.sample, in_axes=(None, None, 0)))(state, jax.random.key(3), betas)
+    p = np.asarray(state.tree.leaves)[np.asarray(out.indices)]
+    for i, beta in enumerate(np.asarray(betas)):
+        w = p[i].astype(np.float64) ** -beta
+        np.testing.assert_allclose(np.asarray(out.weights[i]), w / w.max(), rtol=1e-5)
+
+
 def test_vmap_over_seeds():
     buf = make_prioritized(16, batch_size=8, alpha=ALPHA, eps=EPS)
     seeds = 2

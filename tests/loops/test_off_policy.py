@@ -15,8 +15,8 @@ from rljax.agents.dqn import DQNConfig, make_dqn
 from rljax.buffers import sum_tree
 from rljax.envs.stats import last_episodes
 from rljax.loops.memory import make_memory
+from rljax.run.build import build
 from rljax.run.config import from_preset
-from rljax.run.driver import build
 from rljax.run.registry import get_algorithm
 from rljax.types import Transition
 

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from rljax import envs
-from rljax.agents.base import OffPolicyAgent
+from rljax.agents.base import Agent, Update
 from rljax.loops.memory import make_memory
 from rljax.loops.off_policy import make_off_policy_trainer
 
@@ -30,23 +30,22 @@ def td_of(indices, step):
     return 0.01 + 0.9 * ((indices * 7 + step * 13) % 17) / 17.0
 
 
-def recording_agent() -> OffPolicyAgent:
+def recording_agent() -> Agent:
     def init(key):
         zeros = lambda dtype=jnp.float32: jnp.zeros((GRAD_STEPS, BATCH), dtype)  # noqa: E731
         return Record(jnp.zeros((), jnp.int32), zeros(jnp.int32), zeros(), zeros())
 
     def act(state, obs, key, step, new_episode):
-        return jax.random.randint(key, (obs.shape[0],), 0, 2), state
+        return jax.random.randint(key, (obs.shape[0],), 0, 2), {}, state
 
     def update(state, batch, key):
         td = td_of(batch.indices, state.step)
         state = Record(state.step + 1, state.indices.at[state.step].set(batch.indices),
                        state.probabilities.at[state.step].set(batch.probabilities),
                        state.td.at[state.step].set(td))
-        return state, {"loss": jnp.zeros(())}, td
+        return Update(state, {"loss": jnp.zeros(())}, td)
 
-    return OffPolicyAgent(init, act, update, lambda p, o: o[:, 0].astype(jnp.int32),
-                          lambda s: None)
+    return Agent(init, act, update, lambda p, o: o[:, 0].astype(jnp.int32), lambda s: None)
 
 
 def test_priorities_written_before_each_next_sample_and_after_the_last():

@@ -103,3 +103,116 @@ def test_truncation_bootstraps_but_termination_does_not():
     disc_trunc = jnp.ones(3)  # truncated at t=1: bootstrap from the final obs value 20
     got = n_step_returns(r, disc_trunc, jnp.array([False, True, False]), v_next)
     np.testing.assert_allclose(got, [20.0, 20.0, 30.0])
+
+
+def ref_lambda(r, discount, v_next, lam):
+    """G_t = r_t + discount_t ((1 - lambda_t) v_t + lambda_t G_{t+1}); G_{T-1} bootstraps."""
+    g = np.zeros(len(r))
+    for t in reversed(range(len(r))):
+        nxt = v_next[t] if t == len(r) - 1 else (1 - lam[t]) * v_next[t] + lam[t] * g[t + 1]
+        g[t] = r[t] + discount[t] * nxt
+    return g
+
+
+def ref_gae_discounts(r, discount, end, v, v_next, lam):
+    """ref_gae with the discounts given per step (as rounded to the input dtype)."""
+    adv = np.zeros(len(r))
+    nxt = 0.0
+    for t in reversed(range(len(r))):
+        cont = 0.0 if (end[t] or t == len(r) - 1) else 1.0
+        adv[t] = r[t] + discount[t] * v_next[t] - v[t] + discount[t] * lam * cont * nxt
+        nxt = adv[t]
+    return adv
+
+
+def _call_returns(name, r, disc, end, v, v_next, lam, jit=False):
+    if name == "lambda":
+        fn = jax.jit(lambda_returns) if jit else lambda_returns
+        return fn(r, disc, v_next, lam)
+    if name == "n_step":
+        return (_nstep_jit if jit else n_step_returns)(r, disc, end, v_next)
+    return (_gae_jit if jit else gae_advantages)(r, disc, end, v, v_next, lambda_=0.9)
+
+
+RETURN_FNS = ["lambda", "n_step", "gae"]
+
+
+@pytest.mark.parametrize("jit", [False, True])
+@pytest.mark.parametrize("name", RETURN_FNS)
+def test_empty_sequences_give_empty_results(name, jit):
+    empty = jnp.zeros((0,), jnp.float32)
+    got = _call_returns(name, empty, empty, jnp.zeros((0,), bool), empty, empty,
+                        jnp.zeros((0,)), jit)
+    assert got.shape == (0,) and got.dtype == jnp.float32
+    # Batched over envs as the agents do: [T = 0, B] in, [0, B] out.
+    batch = jnp.zeros((0, 3), jnp.bfloat16)
+    fn = jax.vmap(lambda *xs: _call_returns(name, *xs, jit=jit), in_axes=(1, 1, 1, 1, 1, None),
+                  out_axes=1)
+    got = fn(batch, batch, jnp.zeros((0, 3), bool), batch, batch, 0.5)
+    assert got.shape == (0, 3) and got.dtype == jnp.bfloat16
+
+
+# Input dtypes in the order (r, discount, v_tm1, v_t, lambda); each tuple mixes at least two
+# of float32 / bfloat16 / float16, or is all one half-precision dtype.
+DTYPE_MIXES = [
+    (jnp.float32, jnp.bfloat16, jnp.float16, jnp.float32, jnp.bfloat16),
+    (jnp.bfloat16, jnp.float16, jnp.bfloat16, jnp.bfloat16, jnp.float16),
+    (jnp.float16, jnp.float32, jnp.float16, jnp.float16, jnp.float16),
+    (jnp.bfloat16, jnp.bfloat16, jnp.float32, jnp.bfloat16, jnp.bfloat16),
+    (jnp.bfloat16, jnp.bfloat16, jnp.bfloat16, jnp.bfloat16, jnp.bfloat16),
+    (jnp.float16, jnp.float16, jnp.float16, jnp.float16, jnp.float16),
+]
+
+
+@pytest.mark.parametrize("jit", [False, True])
+@pytest.mark.parametrize("name", RETURN_FNS)
+@pytest.mark.parametrize("dtypes", DTYPE_MIXES, ids=lambda ds: "-".join(
+    jnp.dtype(d).name for d in ds))
+def test_mixed_float_dtypes_compute_in_the_promoted_dtype(name, dtypes, jit):
+    """Against the float64 reference on the inputs as rounded to their dtypes, within a few
+    epsilons of the result dtype times the magnitudes involved (a computation in any narrower
+    dtype would be off by more)."""
+    rng = np.random.default_rng(3)
+    r, v, v_next = (rng.normal(size=T) for _ in range(3))
+    lam = rng.uniform(0.0, 1.0, size=T)
+    end = rng.random(T) < 0.3
+    disc = 0.95 * (1.0 - (rng.random(T) < 0.5) * end)
+    arrays = [jnp.asarray(x, d) for x, d in zip((r, disc, v, v_next, lam), dtypes, strict=True)]
+    r, disc, v, v_next, lam = (np.asarray(x, np.float64) for x in arrays)  # as rounded
+    if name == "lambda":
+        expected = ref_lambda(r, disc, v_next, lam)
+        used = [arrays[i] for i in (0, 1, 3, 4)]
+    elif name == "n_step":
+        expected = ref_lambda(r, disc, v_next, 1.0 - end)
+        used = [arrays[i] for i in (0, 1, 3)]
+    else:
+        expected = ref_gae_discounts(r, disc, end, v, v_next, 0.9)
+        used = [arrays[i] for i in (0, 1, 2, 3)]
+    got = _call_returns(name, arrays[0], arrays[1], jnp.asarray(end), arrays[2], arrays[3],
+                        arrays[4], jit)
+    assert got.dtype == jnp.result_type(*used)
+    scale = max(np.abs(expected).max(), np.abs(np.stack([r, v, v_next])).max())
+    tol = 4 * float(jnp.finfo(got.dtype).eps) * scale
+    np.testing.assert_allclose(np.asarray(got, np.float64), expected, rtol=0, atol=tol)
+
+
+def test_integer_rewards_promote_to_float():
+    got = lambda_returns(jnp.arange(3), jnp.full(3, 0.5), jnp.ones(3), 0.0)
+    assert got.dtype == jnp.float32
+    np.testing.assert_allclose(got, [0.5, 1.5, 2.5])
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: lambda_returns(jnp.zeros(3), jnp.zeros(4), jnp.zeros(3), 0.5),
+     r"lambda_returns: discount_t must have the shape of r_t \(3,\), got \(4,\)"),
+    (lambda: lambda_returns(jnp.zeros(3), jnp.zeros(3), jnp.zeros(3), jnp.zeros(2)),
+     r"lambda_returns: lambda_t must be a scalar or of shape \(3,\), got \(2,\)"),
+    (lambda: n_step_returns(jnp.zeros(()), jnp.zeros(()), jnp.zeros((), bool), jnp.zeros(())),
+     "n_step_returns: r_t must be a sequence"),
+    (lambda: gae_advantages(jnp.zeros(3), jnp.zeros(3), jnp.zeros(2, bool), jnp.zeros(3),
+                            jnp.zeros(3), 0.9),
+     r"gae_advantages: end_t must have the shape of r_t \(3,\), got \(2,\)"),
+])
+def test_bad_shapes_raise(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()

@@ -17,7 +17,8 @@ SCRIPT = textwrap.dedent("""
     import dataclasses, sys
     import jax, numpy as np
     from rljax.run.config import from_preset
-    from rljax.run.driver import build, train_run
+    from rljax.run.build import build
+    from rljax.run.driver import train_run
 
     assert len(jax.devices()) == 4, jax.devices()
 
@@ -60,22 +61,25 @@ SCRIPT = textwrap.dedent("""
     one, _, _ = run_chunks(dqn, 2)
     for a, b in zip(jax.tree.leaves(sharded.memory), jax.tree.leaves(one.memory), strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
-    # One A2C agent learning data-parallel: 16 envs split 4 per device, gradients summed
-    # over devices; it computes what the one-device run computes.
-    # (Over longer runs a rounding-level difference between the programs eventually flips
-    # a sampled action and the runs part ways: measured here after ~10k env steps.)
-    single = dataclasses.replace(from_preset("cartpole-a2c", total_steps=8_000,
-                                             tensorboard=False), chunk_steps=4_000)
-    dp, m4, _ = run_chunks(dataclasses.replace(single, devices=4), 2)
+    # One A2C agent learning data-parallel: 16 envs split 4 per device, each device's
+    # gradient averaged. With every step of the first rollout valid and no advantage
+    # normalization, the mean of the shards' mean losses is the whole batch's, so the first
+    # update equals the one-device update; later the shards' valid counts and advantage
+    # statistics differ (the standard data-parallel mean), and the runs part ways.
+    single = dataclasses.replace(from_preset("cartpole-a2c", total_steps=80,
+                                             normalize_advantages=False,
+                                             tensorboard=False), chunk_steps=80)
+    dp, m4, _ = run_chunks(dataclasses.replace(single, devices=4), 1)
     assert dp.env.obs.sharding.spec == jax.sharding.PartitionSpec("data")
     assert len(jax.tree.leaves(dp.agent)[0].sharding.device_set) == 4
-    one, m1, _ = run_chunks(single, 2)
+    one, m1, _ = run_chunks(single, 1)
     for a, b in zip(jax.tree.leaves(dp.agent), jax.tree.leaves(one.agent), strict=True):
-        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-5)
-    np.testing.assert_allclose(m4["loss"], m1["loss"], rtol=1e-4, atol=1e-5)
-    assert int(dp.env.stats.episodes) == int(one.env.stats.episodes) > 100
-    np.testing.assert_array_equal(np.asarray(dp.env.stats.recent_returns),
-                                  np.asarray(one.env.stats.recent_returns))
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(m4["loss"], m1["loss"], rtol=1e-5, atol=1e-6)
+    single = dataclasses.replace(from_preset("cartpole-a2c", total_steps=8_000,
+                                             tensorboard=False), chunk_steps=4_000)
+    dp, _, _ = run_chunks(dataclasses.replace(single, devices=4), 2)
+    assert int(dp.env.stats.episodes) > 100
     result = train_run(dataclasses.replace(single, devices=4, total_steps=16_000,
                                            logdir=sys.argv[1]), progress=False)
     assert result.summary["env_steps"] == 16_000 and "seeds" not in result.summary
@@ -93,7 +97,8 @@ SCRIPT = textwrap.dedent("""
             np.testing.assert_allclose(np.asarray(a, np.float64), np.asarray(b, np.float64),
                                        rtol=rtol, atol=atol)
         for k in m1:
-            np.testing.assert_allclose(m4[k], m1[k], rtol=rtol, atol=atol, err_msg=k)
+            if not k.endswith("grad_norm"):  # each device's own gradient's norm, averaged
+                np.testing.assert_allclose(m4[k], m1[k], rtol=rtol, atol=atol, err_msg=k)
         assert np.isfinite(m1["replay_size"]).all()
         assert int(dp.env.stats.episodes) == int(one.env.stats.episodes) > 0
         return one, m1
@@ -109,8 +114,8 @@ SCRIPT = textwrap.dedent("""
     # buffer kernels, whose weights round differently; with the pure-JAX buffers the run
     # stayed within 2e-4. The DQN comparison above, same kernels, agrees to 1e-4.)
     ddpg1 = dataclasses.replace(from_preset("reacher-ddpg-reference", total_steps=6_000,
-                                            tensorboard=False, min_replay=1_000,
-                                            grad_steps=10, replay_capacity=8_192),
+                                            tensorboard=False, learning_starts=1_000,
+                                            grad_steps=10, buffer_size=8_192),
                                 chunk_steps=2_000)
     one, m1 = compare_single(ddpg1, 3, 1e-3, atol=5e-4)
     assert np.isfinite(m1["critic_loss"]).all() and int(one.agent.step) >= 50

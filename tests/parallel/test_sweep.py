@@ -11,8 +11,9 @@ import pytest
 from _backend import MEMBER_ATOL, ON_CPU
 
 from rljax.parallel.sweep import SweepError
+from rljax.run.build import build
 from rljax.run.config import RunConfig, from_preset, parse_sweep
-from rljax.run.driver import build, train_run
+from rljax.run.driver import train_run
 
 
 def _run(run: RunConfig, chunks: int = 2):

@@ -14,8 +14,9 @@ import pytest
 
 from rljax.agents import a2c
 from rljax.run import checkpoint, cli
+from rljax.run.build import build
 from rljax.run.config import from_preset
-from rljax.run.driver import NonFiniteError, build, train_run
+from rljax.run.driver import NonFiniteError, train_run
 
 
 @pytest.fixture(scope="module")

@@ -23,8 +23,11 @@ def _rljax(*args):
     (["train", "cartpole-a2c", "--set", "actor_lr=fast"], "bad value 'fast' for actor_lr"),
     (["train", "cartpole-a2c", "--env", "CartPol-v1"], "did you mean 'CartPole-v1'"),
     (["train", "cartpole-a2c", "--env", "Reacher-v5"], "needs a discrete action space"),
-    (["train", "cartpole-a2c", "--num-envs", "0"], "num_envs must be an integer > 0, got 0"),
-    (["train", "cartpole-a2c", "--total-steps", "-5"], "total_steps must be an integer >= 1"),
+    (["train", "cartpole-a2c", "--num-envs", "0"], "num_envs must be an integer >= 1, got 0"),
+    (["train", "cartpole-a2c", "--total-steps", "-5"],
+     "total_steps must be an integer in [1, 2147483647]"),
+    (["train", "cartpole-a2c", "--total-steps", str(2**31)], "(below 2**31: the training loop "
+     "counts env steps in int32), got 2147483648"),
     (["train", "cartpole-a2c", "--seed", "x"], "bad value 'x' for seed"),
     (["train"], "the following arguments are required: preset"),
     (["fly"], "invalid choice: 'fly'"),

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rljax.loops.minibatches import shuffled_minibatches
+from rljax.minibatches import shuffled_minibatches
 
 T, B = 6, 4
 

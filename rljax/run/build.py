@@ -1,0 +1,100 @@
+"""Assembling a run: ``RunConfig -> (env, agent, trainer, num_chunks)``.
+
+One member (a seed, a sweep value) is one agent and one trainer; several members
+become one vectorized trainer over one envpool pool, optionally sharded over
+devices, and a single agent on several devices learns data-parallel.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import jax
+
+from rljax import envs
+from rljax.loops.state import Trainer
+from rljax.parallel import data_parallel, devices, sweep
+from rljax.parallel.members import vectorize_members, vectorize_seeds
+from rljax.run.config import RunConfig
+from rljax.run.registry import get_algorithm
+
+
+def build(run: RunConfig) -> tuple[envs.Env, Any, Trainer, int]:
+    """Builds env, agent and trainer for ``run``; returns them and the chunk count.
+
+    With several members (seeds, sweep values) the trainer runs them all in one
+    program over one envpool pool; ``agent`` is the base config's agent.
+
+    Raises:
+        rljax.parallel.sweep.SweepError: the swept hyperparameter changes shapes.
+    """
+    algo = get_algorithm(run.algo)
+    members = run.members
+    mesh = None
+    if run.devices > 1:
+        available = jax.devices()
+        if run.devices > len(available):
+            raise ValueError(f"devices={run.devices} but JAX sees {len(available)} "
+                             f"({available[0].platform}); on CPU, set XLA_FLAGS="
+                             f"--xla_force_host_platform_device_count={run.devices}")
+        if len(members) == 1:
+            return _build_data_parallel(run, algo, available[:run.devices])
+        mesh = devices.device_mesh(available[:run.devices])
+        env = devices.make_sharded_env(run.env_id, run.config.num_envs,
+                                        [s for s, _ in members], mesh, **dict(run.env_options))
+    else:
+        env = envs.make(run.env_id, run.config.num_envs, run.seed, num_seeds=len(members),
+                        member_seeds=[s for s, _ in members], **dict(run.env_options))
+    agent = algo.make_agent(run.config, env.spec)
+
+    def make_trainer(config):
+        member_agent = agent if config is run.config else algo.make_agent(config, env.spec)
+        return algo.make_trainer(member_agent, env, config, _updates_per_chunk(run),
+                                 run.threshold)
+
+    trainer = make_trainer(run.config)
+    num_chunks = _num_chunks(run, trainer)
+    if run.sweep is not None:
+        field, values = run.sweep
+        builder = sweep.sweep_builder(make_trainer, run.config, field)
+        trainer = vectorize_members(builder, env, [s for s, _ in members],
+                                    sweep.sweep_values(run.config, field, values,
+                                                       run.num_seeds))
+    elif len(members) > 1 or mesh is not None:
+        trainer = vectorize_seeds(trainer, env, run.seed)
+    if mesh is not None:
+        trainer = devices.shard_trainer(trainer, env, [s for s, _ in members], mesh)
+    if run.sweep is not None:
+        trainer = sweep.checked_init(trainer, run.sweep[0])
+    return env, agent, trainer, num_chunks
+
+
+def _total_updates(run: RunConfig) -> int:
+    return max(1, math.ceil(run.total_steps / run.config.steps_per_update))
+
+
+def _updates_per_chunk(run: RunConfig) -> int:
+    """Updates per chunk asked of the trainer: ``chunk_steps`` worth, evened out over the
+    run's chunks."""
+    total = _total_updates(run)
+    chunks = max(1, math.ceil(total / max(1, run.chunk_steps // run.config.steps_per_update)))
+    return math.ceil(total / chunks)
+
+
+def _num_chunks(run: RunConfig, trainer: Trainer) -> int:
+    # A trainer may compile fewer updates per chunk than asked (e.g. conv learners on
+    # XLA:CPU, which are slow inside rolled loops); the chunk count follows.
+    return max(1, math.ceil(_total_updates(run) / trainer.updates_per_chunk))
+
+
+def _build_data_parallel(run: RunConfig, algo, device_list) -> tuple[envs.Env, Any, Trainer, int]:
+    """One agent learning data-parallel over ``devices`` (rljax.parallel.data_parallel)."""
+    mesh = devices.device_mesh(device_list, data_parallel.AXIS)
+    env = data_parallel.make_env(run.env_id, run.config.num_envs, run.seed, mesh,
+                                 **dict(run.env_options))
+    agent = algo.make_agent(run.config, env.spec, **data_parallel.agent_options(algo.make_agent))
+    trainer = algo.make_trainer(agent, env, run.config, _updates_per_chunk(run), run.threshold,
+                                split=data_parallel.split())
+    return (env, agent, data_parallel.shard_trainer(trainer, env, mesh),
+            _num_chunks(run, trainer))

@@ -1,0 +1,218 @@
+"""The run directory and the summaries written into it.
+
+A run directory holds::
+
+    config.json     the RunConfig
+    metrics.jsonl   one row per ``chunk_steps`` env steps
+    summary.json    totals, timing, final return, solved_at_step
+    curve.png       the learning curve
+    events.out.tfevents.*   the same metrics for TensorBoard
+    checkpoint/     the train state (rljax.run.checkpoint)
+
+With several members (seeds, sweep values) each member also has a folder of its own,
+``seed_S`` or ``FIELD=VALUE_seed_S``, holding its ``config.json`` (as a single run),
+``metrics.jsonl`` and ``summary.json``; the top-level files aggregate the members.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import time
+import warnings
+from typing import Any
+
+import jax
+import numpy as np
+
+from rljax._version import __version__
+from rljax.envs.stats import last_episodes
+from rljax.loops.state import LoopState
+from rljax.parallel import multihost
+from rljax.run.config import RunConfig
+from rljax.run.logging import write_json
+
+
+def make_run_dir(run: RunConfig) -> str:
+    """Creates ``LOGDIR/NAME-sSEED-YYYYmmdd-HHMMSS`` (``-2``, ``-3``, ... if it exists)."""
+    name = run.preset or f"{run.algo}-{run.env_id}"
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    base = os.path.join(run.logdir, f"{name}-s{run.seed}-{stamp}")
+    path, i = base, 1
+    while os.path.exists(path):
+        i += 1
+        path = f"{base}-{i}"
+    os.makedirs(path)
+    return path
+
+
+def open_run_dir(run: RunConfig, run_dir: str | None = None) -> str:
+    """Creates ``run_dir`` (default: a new folder under ``run.logdir``) and writes its
+    config.json; returns its path."""
+    run_dir = run_dir or make_run_dir(run)
+    os.makedirs(run_dir, exist_ok=True)
+    write_json(os.path.join(run_dir, "config.json"), run.to_dict())
+    return run_dir
+
+
+def manifest(run: RunConfig) -> dict:
+    """What a checkpoint records of the run that wrote it."""
+    return {"rljax_version": __version__, "preset": run.preset, "algo": run.algo,
+            "env_id": run.env_id, "run": run.to_dict()}
+
+
+def member_slice(tree: Any, k: int, num_members: int) -> Any:
+    """Member ``k``'s slice of a state or metrics tree (the tree itself for one member)."""
+    return tree if num_members == 1 else jax.tree.map(lambda x: x[k], tree)
+
+
+def _member_name(run: RunConfig, k: int) -> str:
+    seed, value = run.members[k]
+    return f"seed_{seed}" if run.sweep is None else f"{run.sweep[0]}={value:g}_seed_{seed}"
+
+
+def member_dir(run_dir: str, run: RunConfig, k: int) -> str:
+    """Member ``k``'s folder (created): ``seed_S`` (seeds) or ``FIELD=VALUE_seed_S``
+    (sweeps)."""
+    path = os.path.join(run_dir, _member_name(run, k))
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+def _member_config(run: RunConfig, k: int) -> dict:
+    """Member ``k`` as a single run's config.json (plus a plot label for sweeps)."""
+    seed, value = run.members[k]
+    out = dict(run.to_dict(), seed=seed, num_seeds=1, sweep=None)
+    if run.sweep is not None:
+        field = run.sweep[0]
+        out["config"] = dict(out["config"], **{field: value})
+        out["label"] = f"{run.preset or run.algo} {field}={value:g}"
+    return out
+
+
+_SPREAD_KEYS = ("episode_return_mean", "return_mean_100", "eval_return_mean")
+
+
+def aggregate(rows: list[dict], base: dict) -> dict:
+    """One metrics row from the members' rows: ``base``, then the mean over members of
+    each other numeric key, with the std of the return keys (``KEY_std``)."""
+    out = dict(base)
+    for key in rows[0]:
+        if key in base:
+            continue
+        values = [r.get(key) for r in rows if isinstance(r.get(key), int | float)]
+        if values:
+            out[key] = float(np.mean(values))
+            if key in _SPREAD_KEYS:
+                out[f"{key}_std"] = float(np.std(values))
+    return out
+
+
+def _seed_summary(stats: Any, solved_at: Any) -> dict:
+    rets, lens = last_episodes(stats, 100)
+    return {
+        "episodes": int(stats.episodes),
+        "final_return_mean": float(np.mean(rets)) if len(rets) else None,
+        "final_length_mean": float(np.mean(lens)) if len(lens) else None,
+        "solved_at_step": int(solved_at) if int(solved_at) >= 0 else None,
+    }
+
+
+def _sweep_summary(run: RunConfig, members: list[dict]) -> list[dict]:
+    """Per sweep value: the mean and std over its seeds, and how many solved."""
+    field, values = run.sweep
+    out = []
+    for value in values:
+        group = [m for m in members if m["sweep"][field] == value]
+        finals = [m["final_return_mean"] for m in group if m["final_return_mean"] is not None]
+        solved = [m["solved_at_step"] for m in group if m["solved_at_step"] is not None]
+        out.append({field: value, "final_return_mean": float(np.mean(finals)) if finals else None,
+                    "final_return_std": float(np.std(finals)) if finals else None,
+                    "seeds_solved": len(solved),
+                    "solved_at_step_mean": float(np.mean(solved)) if solved else None})
+    return out
+
+
+def run_summary(run: RunConfig, state: LoopState, start: float, train_start: float,
+                compile_time: float, interrupted: bool, first_steps: int = 0,
+                evals: list[dict] | None = None) -> dict:
+    """The run's summary; with several seeds the single-run keys aggregate them
+    (returns: mean over seeds; ``solved_at_step``: when the last seed solved, null
+    unless all did; ``sps``: all seeds' env steps) and ``seeds`` lists each one.
+
+    ``start`` and ``train_start`` are ``time.perf_counter()`` readings taken when the
+    run, and its first chunk, began."""
+    stats, steps, solved_at = multihost.fetch((state.env.stats, state.env_steps,
+                                               state.solved_at))
+    num_seeds = run.num_members
+    env_steps = int(np.ravel(steps)[0])
+    seeds = []
+    for k, (seed, value) in enumerate(run.members):
+        one = dict(seed=seed, **_seed_summary(member_slice(stats, k, num_seeds),
+                                              np.ravel(solved_at)[k]))
+        if value is not None:
+            one["sweep"] = {run.sweep[0]: value}
+        if evals is not None:
+            one["eval_return_mean"] = evals[k]["return_mean"]
+            one["eval_returns"] = evals[k]["returns"]
+        seeds.append(one)
+    train_time = time.perf_counter() - train_start
+    solved = [s["solved_at_step"] for s in seeds if s["solved_at_step"] is not None]
+    finals = [s["final_return_mean"] for s in seeds if s["final_return_mean"] is not None]
+    summary = {
+        "preset": run.preset,
+        "algo": run.algo,
+        "env_id": run.env_id,
+        "seed": run.seed,
+        "env_steps": env_steps,
+        "wall_time_s": time.perf_counter() - start,
+        "compile_time_s": compile_time,
+        "sps": num_seeds * (env_steps - first_steps) / max(train_time, 1e-9),
+        "episodes": sum(s["episodes"] for s in seeds),
+        "final_return_mean": float(np.mean(finals)) if finals else None,
+        "final_length_mean": seeds[0]["final_length_mean"] if num_seeds == 1 else None,
+        "threshold": run.threshold,
+        "solved_at_step": max(solved) if len(solved) == num_seeds else None,
+        "device": str(jax.devices()[0].device_kind),
+    }
+    if evals is not None:
+        means = [s["eval_return_mean"] for s in seeds if s["eval_return_mean"] is not None]
+        summary["eval_return_mean"] = float(np.mean(means)) if means else None
+        if num_seeds == 1:
+            summary["eval_returns"] = seeds[0]["eval_returns"]
+    if num_seeds > 1:
+        summary["num_seeds"] = num_seeds
+        summary["total_env_steps"] = num_seeds * env_steps
+        summary["final_return_std"] = float(np.std(finals)) if finals else None
+        summary["seeds_solved"] = len(solved)
+        summary["seeds"] = seeds
+    if run.sweep is not None:
+        summary["num_members"] = run.num_members
+        summary["num_seeds"] = run.num_seeds
+        summary["sweep"] = _sweep_summary(run, seeds)
+    if interrupted:
+        summary["interrupted"] = True
+    if first_steps:
+        summary["resumed_from_step"] = first_steps
+    return summary
+
+
+def write_summaries(run_dir: str, run: RunConfig, summary: dict) -> None:
+    """Writes summary.json, each member's summary.json and config.json, and curve.png."""
+    write_json(os.path.join(run_dir, "summary.json"), summary)
+    for k, seed_summary in enumerate(summary.get("seeds", [])):
+        folder = member_dir(run_dir, run, k)
+        write_json(os.path.join(folder, "summary.json"), seed_summary)
+        write_json(os.path.join(folder, "config.json"), _member_config(run, k))
+    _plot_curve(run_dir)
+
+
+def _plot_curve(run_dir: str) -> None:
+    """Writes curve.png; a plotting failure must never cost the run its results."""
+    from rljax.run.plotting import load_curve, plot_runs
+
+    try:
+        if len(load_curve(run_dir)[0]):
+            plot_runs([run_dir], os.path.join(run_dir, "curve.png"))
+    except Exception as e:  # noqa: BLE001
+        warnings.warn(f"could not draw {run_dir}/curve.png: {e}", stacklevel=2)

@@ -1,0 +1,60 @@
+"""The registry: each algorithm name gives its config class and factories that build an
+agent and a trainer; an unknown name is refused with the list (small envpool pools only)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from rljax import envs
+from rljax.agents.base import Agent
+from rljax.loops.state import Trainer
+from rljax.run.config import RunConfig
+from rljax.run.presets import PRESETS
+from rljax.run.registry import ALGORITHMS, get_algorithm
+
+# A cheap task of the action space each algorithm needs.
+TASKS = {"a2c": "CartPole-v1", "dqn": "CartPole-v1", "ddpg": "Pendulum-v1"}
+
+
+def test_names_config_classes_and_descriptions():
+    assert set(ALGORITHMS) == set(TASKS)
+    for name, algo in ALGORITHMS.items():
+        assert algo.name == name and get_algorithm(name) is algo
+        assert dataclasses.is_dataclass(algo.config_cls)
+        assert algo.config_cls.__dataclass_params__.frozen
+        assert callable(algo.make_agent) and callable(algo.make_trainer)
+        assert isinstance(algo.description, str) and algo.description
+    # One algorithm per config class: a config names its algorithm unambiguously.
+    assert len({a.config_cls for a in ALGORITHMS.values()}) == len(ALGORITHMS)
+    assert {p.run.algo for p in PRESETS.values()} <= set(ALGORITHMS)
+
+
+@pytest.mark.parametrize("name", sorted(TASKS))
+def test_factories_build_an_agent_and_a_trainer(name):
+    algo = get_algorithm(name)
+    config = algo.config_cls(num_envs=4)
+    env = envs.make(TASKS[name], config.num_envs, seed=0)
+    agent = algo.make_agent(config, env.spec)
+    assert isinstance(agent, Agent)
+    trainer = algo.make_trainer(agent, env, config, 3, None)
+    assert isinstance(trainer, Trainer)
+    assert 1 <= trainer.updates_per_chunk <= 3 and trainer.num_seeds == 1
+    # The driver sizes its chunks from the config's steps per update.
+    assert trainer.steps_per_update == config.steps_per_update
+
+
+def test_unknown_algorithm_is_refused_with_the_list():
+    message = f"unknown algorithm 'ppo'; allowed: {', '.join(ALGORITHMS)}"
+    with pytest.raises(ValueError) as e:
+        get_algorithm("ppo")
+    assert str(e.value) == message
+    config = PRESETS["cartpole-a2c"].run.config
+    with pytest.raises(ValueError) as e:
+        RunConfig(algo="ppo", env_id="CartPole-v1", config=config, total_steps=1_000)
+    assert str(e.value) == message
+    with pytest.raises(ValueError) as e:
+        RunConfig.from_dict({"algo": "ppo", "env_id": "CartPole-v1", "total_steps": 1_000,
+                             "config": {}})
+    assert str(e.value) == message
