@@ -11,7 +11,8 @@ reductions for a search; a gather, a row sum and a ``K``-entry scatter for a set
 ``fori_loop`` over levels, which on XLA:CPU compiles faster and runs as fast as the unrolled
 form (and keeps ``nodes`` in place). A search does about ``K * fanout`` element operations
 per level plus a fixed cost per level; fanout 8 was the fastest of 4, 8 and 16 on XLA:CPU
-(figures in docs/benchmarks.md). Nothing touches a whole level, so with a donated state every operation is in place.
+(figures in docs/benchmarks.md). Nothing touches a whole level, so with a donated state
+every operation is in place.
 
 On CPU, :func:`find` and :func:`set` run as native kernels instead (one XLA FFI call each,
 in place, same rules; :mod:`rljax.buffers._native`), chosen when the program is lowered;

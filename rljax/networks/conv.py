@@ -23,9 +23,10 @@ Two formulations of the same convolution (``lax.conv_general_dilated`` with
     orders (the kernel gradient contracts over the batch: ``f01b_i01o->01bf``); a
     standalone jit rewrites them to the canonical form, but inside a rolled ``lax.scan`` /
     ``while`` body that rewrite does not happen and they fall back to a naive loop nest,
-    an order of magnitude slower (docs/benchmarks.md). :func:`conv2d` writes its two gradient convolutions in
-    the canonical form themselves (explicit transposes of the small operands), so a conv
-    learner runs at full speed in a rolled loop and needs no unrolling.
+    an order of magnitude slower (docs/benchmarks.md). :func:`conv2d` writes its two
+    gradient convolutions in the canonical form themselves (explicit transposes of the
+    small operands), so a conv learner runs at full speed in a rolled loop and needs no
+    unrolling.
 
 Both give the values and gradients of ``lax.conv_general_dilated``: :func:`conv2d`
 the same products and sums, :func:`conv2d_matmul` the same products summed in another

@@ -7,6 +7,7 @@ devices, and a single agent on several devices learns data-parallel.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -29,6 +30,7 @@ def build(run: RunConfig) -> tuple[envs.Env, Any, Trainer, int]:
     Raises:
         rljax.parallel.sweep.SweepError: the swept hyperparameter changes shapes.
     """
+    run = with_run_length(run)
     algo = get_algorithm(run.algo)
     members = run.members
     mesh = None
@@ -68,6 +70,16 @@ def build(run: RunConfig) -> tuple[envs.Env, Any, Trainer, int]:
     if run.sweep is not None:
         trainer = sweep.checked_init(trainer, run.sweep[0])
     return env, agent, trainer, num_chunks
+
+
+def with_run_length(run: RunConfig) -> RunConfig:
+    """``run`` with the agent config's ``total_updates`` (the length of a learning-rate
+    schedule, in loop updates) set to the run's when the config has the field and leaves it
+    None."""
+    if getattr(run.config, "total_updates", 0) is not None:
+        return run
+    config = dataclasses.replace(run.config, total_updates=_total_updates(run))
+    return dataclasses.replace(run, config=config)
 
 
 def _total_updates(run: RunConfig) -> int:

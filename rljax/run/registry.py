@@ -14,6 +14,8 @@ from typing import Any, NamedTuple
 from rljax.agents.a2c import A2CConfig, make_a2c
 from rljax.agents.ddpg import DDPGConfig, make_ddpg
 from rljax.agents.dqn import DQNConfig, make_dqn
+from rljax.agents.ppo import PPOConfig, make_ppo
+from rljax.agents.pqn import PQNConfig, make_pqn
 from rljax.loops.factory import LOOPS
 from rljax.loops.state import Trainer
 
@@ -49,6 +51,11 @@ ALGORITHMS: dict[str, Algorithm] = {a.name: a for a in [
               "(discrete actions)"),
     Algorithm("ddpg", DDPGConfig, make_ddpg, "off_policy",
               "deep deterministic policy gradient (continuous actions)"),
+    Algorithm("ppo", PPOConfig, make_ppo, "on_policy",
+              "proximal policy optimization, clipped surrogate (discrete or continuous)"),
+    Algorithm("pqn", PQNConfig, make_pqn, "on_policy",
+              "parallel Q-learning: LayerNorm Q-network, Q(lambda), no replay or target "
+              "(discrete actions)"),
 ]}
 
 

@@ -1,0 +1,299 @@
+"""Parallelised Q-network (PQN; Gallici et al. 2024, "Simplifying Deep Temporal
+Difference Learning").
+
+Q-learning without replay and without a target network: ``num_envs`` envs are stepped
+``rollout_len`` times with an epsilon-greedy policy, the rollout's Peng's Q(lambda)
+targets are computed once from the current network,
+
+    G_t = r_t + gamma (1 - terminated_t) ((1 - lambda) max_a Q(s_{t+1}, a) + lambda G_{t+1})
+
+(the trace cut at every episode end and at the rollout's end, truncated episodes
+bootstrapping from their real final observation; :func:`rljax.losses.q_lambda_returns`),
+and the network regresses ``Q(s_t, a_t)`` on them, ``0.5 (Q(s_t, a_t) - G_t)^2``, for
+``num_epochs`` epochs of shuffled minibatches (every sample once per epoch). What keeps
+this stable is LayerNorm before every hidden nonlinearity of the Q-network
+(:mod:`rljax.networks.layer_norm`), the paper's central point. Envpool's reset steps are
+masked out of the loss.
+
+Epsilon is a piecewise-linear schedule in loop updates, as DQN's
+(:func:`rljax.exploration.piecewise_linear`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import struct
+
+from rljax import exploration, losses, validate
+from rljax.agents.base import Agent, Update, with_grad_transform
+from rljax.envs.spec import EnvSpec
+from rljax.minibatches import shuffled_minibatches
+from rljax.networks.conv import METHODS as CONV_METHODS
+from rljax.networks.core import ACTIVATIONS, Network
+from rljax.networks.distributions import take_action
+from rljax.networks.layer_norm import make_layer_norm_q_network
+from rljax.types import Array, Metrics, Params, PRNGKey, Rollout
+from rljax.validate import Schedule
+
+OPTIMIZERS = ("radam", "adam")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PQNConfig:
+    """PQN hyperparameters (defaults: the rljax configuration for CartPole-v1).
+
+    The paper's public configurations (purejaxql), for reference:
+
+    * CartPole-v1: 32 envs x 64 steps, 4 epochs x 16 minibatches, two LayerNorm layers
+      of 256 units, RAdam lr 1e-4 annealed linearly to 0, max grad norm 10, gamma 0.99,
+      lambda 0.95, rewards scaled by 0.1, epsilon 1 -> 0.2 over the first 20% of the
+      updates (500k env steps);
+    * Atari (10M env steps = 40M frames): 128 envs x 32 steps, 2 epochs x 32 minibatches,
+      the Nature CNN with LayerNorm, RAdam lr 2.5e-4 (constant), max grad norm 10,
+      gamma 0.99, lambda 0.65, epsilon 1 -> 0.001 over the first 10% of the updates
+      (``((0, 1.0), (244, 0.001))``), rewards clipped and life loss as episode end.
+
+    Learning-rate annealing is linear in loop updates: update ``u`` (from 0) uses
+    ``lr * max(0, 1 - u / total_updates)``; ``total_updates`` (the run's env steps
+    divided by :attr:`steps_per_update`) must be known with ``anneal_lr``: a run
+    (``rljax.run.build``) fills it in when it is None.
+
+    Attributes:
+        num_envs: parallel environments.
+        rollout_len: env steps per env between updates.
+        gamma: discount.
+        q_lambda: lambda of the Q(lambda) targets (0: one-step Q-learning targets).
+        num_epochs: passes over each rollout.
+        num_minibatches: minibatches per epoch; must divide ``num_envs * rollout_len``.
+        epsilon: epsilon-greedy schedule ``((update, value), ...)``.
+        reward_scale: rewards are multiplied by it before the targets.
+        optimizer: "radam" (the paper's) or "adam".
+        lr: learning rate.
+        anneal_lr: anneal the learning rate linearly to 0 over ``total_updates``.
+        total_updates: loop updates of the run (needed by ``anneal_lr``).
+        adam_eps: (R)Adam epsilon.
+        max_grad_norm: clip each minibatch gradient to this global norm; None: off.
+        hidden_sizes: MLP layer sizes (flat observations; frames get the Nature CNN).
+        activation: hidden activation name of the MLP.
+        layer_norm: LayerNorm before every hidden nonlinearity (False for ablations).
+        conv_method: the Nature CNN's convolutions (frames only), "matmul" or "xla".
+    """
+
+    num_envs: int = 32
+    rollout_len: int = 16
+    gamma: float = 0.99
+    q_lambda: float = 0.95
+    num_epochs: int = 4
+    num_minibatches: int = 4
+    epsilon: Schedule = ((0, 1.0), (50, 0.05), (150, 0.01))
+    reward_scale: float = 0.1
+    optimizer: str = "radam"
+    lr: float = 1e-3
+    anneal_lr: bool = False
+    total_updates: int | None = None
+    adam_eps: float = 1e-8
+    max_grad_norm: float | None = 10.0
+    hidden_sizes: tuple[int, ...] = (128, 128)
+    activation: str = "relu"
+    layer_norm: bool = True
+    conv_method: str = "matmul"
+
+    def __post_init__(self):
+        for name in ("num_envs", "rollout_len", "num_epochs", "num_minibatches"):
+            validate.integer(name, getattr(self, name), low=1)
+        validate.integer("total_updates", self.total_updates, low=1,
+                         high=validate.INT32_LIMIT - 1, optional=True,
+                         note=validate.INT32_NOTE)
+        if self.steps_per_update % self.num_minibatches:
+            raise ValueError(
+                f"num_minibatches must divide num_envs * rollout_len = {self.num_envs} * "
+                f"{self.rollout_len} = {self.steps_per_update}, got {self.num_minibatches!r}")
+        for name in ("lr", "adam_eps"):
+            validate.number(name, getattr(self, name), low=0.0, low_open=True)
+        validate.number("gamma", self.gamma, low=0.0, high=1.0)
+        validate.number("q_lambda", self.q_lambda, low=0.0, high=1.0)
+        validate.number("reward_scale", self.reward_scale, low=0.0, high=1e6, low_open=True)
+        validate.number("max_grad_norm", self.max_grad_norm, low=1e-12, high=1e12, optional=True)
+        validate.sizes("hidden_sizes", self.hidden_sizes)
+        validate.choice("activation", self.activation, tuple(ACTIVATIONS))
+        validate.choice("optimizer", self.optimizer, OPTIMIZERS)
+        validate.choice("conv_method", self.conv_method, CONV_METHODS)
+        for name in ("anneal_lr", "layer_norm"):
+            validate.boolean(name, getattr(self, name))
+        validate.schedule("epsilon", self.epsilon, low=0.0, high=1.0)
+
+    @property
+    def steps_per_update(self) -> int:
+        return self.num_envs * self.rollout_len
+
+
+def epsilon_schedule(config: PQNConfig) -> optax.Schedule:
+    """Epsilon as a function of the loop update count."""
+    return exploration.piecewise_linear(config.epsilon)
+
+
+@struct.dataclass
+class PQNState:
+    """Train state.
+
+    Attributes:
+        params: Q-network variables.
+        opt_state: optimizer state.
+        step: updates done.
+        update_step: loop update the exploring policy last acted in (for the epsilon
+            metric).
+    """
+
+    params: Params
+    opt_state: optax.OptState
+    step: Array
+    update_step: Array
+
+
+def _network(config: PQNConfig, spec: EnvSpec) -> Network:
+    return make_layer_norm_q_network(spec.obs_shape, spec.num_actions, config.hidden_sizes,
+                                     activation=config.activation, layer_norm=config.layer_norm,
+                                     conv_method=config.conv_method)
+
+
+def learning_rate(config: PQNConfig) -> optax.Schedule:
+    """The learning rate as a function of the optimizer's step count (minibatch steps)."""
+    if not config.anneal_lr:
+        return lambda count: jnp.asarray(config.lr, jnp.float32)
+    steps = config.num_epochs * config.num_minibatches
+
+    def schedule(count):
+        frac = 1.0 - (count // steps).astype(jnp.float32) / config.total_updates
+        return config.lr * jnp.maximum(frac, 0.0)
+
+    return schedule
+
+
+def _make_optimizer(config: PQNConfig,
+                    grad_transform: optax.GradientTransformation | None = None
+                    ) -> optax.GradientTransformation:
+    clip = [optax.clip_by_global_norm(config.max_grad_norm)] if config.max_grad_norm else []
+    make = optax.radam if config.optimizer == "radam" else optax.adam
+    # One flat vector: a handful of kernels per step instead of several per parameter array.
+    return with_grad_transform(
+        optax.flatten(optax.chain(*clip, make(learning_rate(config), eps=config.adam_eps))),
+        grad_transform)
+
+
+def init(config: PQNConfig, spec: EnvSpec, key: PRNGKey,
+         grad_transform: optax.GradientTransformation | None = None) -> PQNState:
+    params = _network(config, spec).init(key, jnp.zeros((1,) + spec.obs_shape, spec.obs_dtype))
+    return PQNState(params=params, opt_state=_make_optimizer(config, grad_transform).init(params),
+                    step=jnp.zeros((), jnp.int32), update_step=jnp.zeros((), jnp.int32))
+
+
+def act(config: PQNConfig, spec: EnvSpec, state: PQNState, obs: Array, key: PRNGKey,
+        step: Array, new_episode: Array) -> tuple[Array, dict, PQNState]:
+    """Epsilon-greedy actions ``[B]`` at ``epsilon(step)``."""
+    del new_episode
+    q = _network(config, spec).apply(state.params, obs)
+    state = state.replace(update_step=jnp.asarray(step, jnp.int32))
+    return exploration.epsilon_greedy(key, q, epsilon_schedule(config)(step)), {}, state
+
+
+def policy(config: PQNConfig, spec: EnvSpec, params: Params, obs: Array) -> Array:
+    """Greedy actions ``[B]``."""
+    return jnp.argmax(_network(config, spec).apply(params, obs), axis=-1).astype(jnp.int32)
+
+
+def targets(config: PQNConfig, spec: EnvSpec, params: Params, batch: Rollout) -> Array:
+    """Q(lambda) targets ``[T, B]`` of a rollout from the network ``params``.
+
+    Rewards are scaled by ``reward_scale``; the targets of reset steps are meaningless
+    (masked by ``batch.valid``).
+    """
+    q_t = _network(config, spec).apply(params, batch.obs[1:])
+    discount = config.gamma * (1.0 - batch.terminated.astype(jnp.float32))
+    end = batch.terminated | batch.truncated
+    fn = functools.partial(losses.q_lambda_returns, lambda_=config.q_lambda)
+    return jax.vmap(fn, in_axes=1, out_axes=1)(
+        batch.reward.astype(jnp.float32) * config.reward_scale, discount, end, q_t)
+
+
+class Samples(NamedTuple):
+    """Per-sample data of an update, ``[T, B, ...]`` (or one minibatch's ``[N, ...]``)."""
+
+    obs: Array
+    action: Array
+    target: Array
+    valid: Array
+
+
+def minibatch_loss(config: PQNConfig, spec: EnvSpec, params: Params,
+                   minibatch: Samples) -> tuple[Array, Metrics]:
+    """``0.5 (Q(s, a) - G)^2`` averaged over the valid samples of a minibatch ``[N]``."""
+    q = _network(config, spec).apply(params, minibatch.obs)
+    q_a = take_action(q, minibatch.action, 0.0)
+    td = jax.lax.stop_gradient(minibatch.target) - q_a
+    loss = losses.masked_mean(0.5 * jnp.square(td), minibatch.valid)
+    return loss, {"loss": loss, "q_mean": losses.masked_mean(q_a, minibatch.valid),
+                  "td_abs": losses.masked_mean(jnp.abs(td), minibatch.valid)}
+
+
+def update(config: PQNConfig, spec: EnvSpec, state: PQNState, batch: Rollout,
+           key: PRNGKey, grad_transform: optax.GradientTransformation | None = None
+           ) -> Update:
+    """``num_epochs`` epochs of minibatch steps towards the rollout's Q(lambda) targets."""
+    data = Samples(obs=batch.obs[:-1], action=batch.action,
+                   target=targets(config, spec, state.params, batch), valid=batch.valid)
+    optimizer = _make_optimizer(config, grad_transform)
+    grad_fn = jax.grad(functools.partial(minibatch_loss, config, spec), has_aux=True)
+
+    def minibatch_step(carry, minibatch):
+        params, opt_state = carry
+        grads, metrics = grad_fn(params, minibatch)
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        metrics["grad_norm"] = optax.tree.norm(grads)
+        return (optax.apply_updates(params, updates), opt_state), metrics
+
+    def epoch(carry, epoch_key):
+        minibatches = shuffled_minibatches(epoch_key, data, config.num_minibatches)
+        return jax.lax.scan(minibatch_step, carry, minibatches)
+
+    (params, opt_state), metrics = jax.lax.scan(
+        epoch, (state.params, state.opt_state), jax.random.split(key, config.num_epochs))
+    metrics = jax.tree.map(jnp.mean, metrics)
+    metrics["target_mean"] = losses.masked_mean(data.target, batch.valid)
+    metrics["epsilon"] = epsilon_schedule(config)(state.update_step)
+    return Update(state.replace(params=params, opt_state=opt_state, step=state.step + 1),
+                  metrics)
+
+
+def make_pqn(config: PQNConfig, spec: EnvSpec, *,
+             grad_transform: optax.GradientTransformation | None = None) -> Agent:
+    """Builds the PQN agent for a discrete-action environment.
+
+    Args:
+        config: hyperparameters.
+        spec: the environment's spec.
+        grad_transform: applied to the gradients before the optimizer (the parallel
+            layer passes one that averages them over devices); None: nothing.
+
+    Raises:
+        ValueError: if the environment's actions are continuous.
+    """
+    if config.anneal_lr and config.total_updates is None:
+        raise ValueError("anneal_lr needs total_updates (the run's env steps divided by "
+                         "num_envs * rollout_len; a run fills it in), got total_updates=None")
+    if not spec.discrete:
+        raise ValueError(
+            f"PQN needs a discrete action space, but {spec.task_id} has continuous actions "
+            f"of shape {spec.action_shape}; use a continuous-control agent (PPO, DDPG)")
+    return Agent(
+        init=functools.partial(init, config, spec, grad_transform=grad_transform),
+        act=functools.partial(act, config, spec),
+        update=functools.partial(update, config, spec, grad_transform=grad_transform),
+        policy=functools.partial(policy, config, spec),
+        params=lambda state: state.params,
+    )
