@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple, Protocol
 
+import jax.numpy as jnp
 import optax
 
 from rljax.types import Array, Metrics, Params, PRNGKey
@@ -110,3 +111,18 @@ def with_grad_transform(optimizer: optax.GradientTransformation,
         return optimizer
     return optax.chain(grad_transform, optimizer)
 
+
+
+def annealed_learning_rate(lr: float, anneal: bool, total_updates: int | None,
+                           steps_per_update: int) -> optax.Schedule:
+    """Learning rate against the optimizer's step count: ``lr``, or with ``anneal``
+    ``lr * max(0, 1 - u / total_updates)`` where ``u`` is the loop update the step belongs
+    to (``steps_per_update`` optimizer steps each), as in PPO's reference implementations."""
+    if not anneal:
+        return lambda count: jnp.asarray(lr, jnp.float32)
+
+    def schedule(count):
+        frac = 1.0 - (count // steps_per_update).astype(jnp.float32) / total_updates
+        return lr * jnp.maximum(frac, 0.0)
+
+    return schedule

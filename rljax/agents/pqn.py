@@ -31,7 +31,7 @@ import optax
 from flax import struct
 
 from rljax import exploration, losses, validate
-from rljax.agents.base import Agent, Update, with_grad_transform
+from rljax.agents.base import Agent, Update, annealed_learning_rate, with_grad_transform
 from rljax.envs.spec import EnvSpec
 from rljax.minibatches import shuffled_minibatches
 from rljax.networks.conv import METHODS as CONV_METHODS
@@ -164,15 +164,8 @@ def _network(config: PQNConfig, spec: EnvSpec) -> Network:
 
 def learning_rate(config: PQNConfig) -> optax.Schedule:
     """The learning rate as a function of the optimizer's step count (minibatch steps)."""
-    if not config.anneal_lr:
-        return lambda count: jnp.asarray(config.lr, jnp.float32)
-    steps = config.num_epochs * config.num_minibatches
-
-    def schedule(count):
-        frac = 1.0 - (count // steps).astype(jnp.float32) / config.total_updates
-        return config.lr * jnp.maximum(frac, 0.0)
-
-    return schedule
+    return annealed_learning_rate(config.lr, config.anneal_lr, config.total_updates,
+                                  config.num_epochs * config.num_minibatches)
 
 
 def _make_optimizer(config: PQNConfig,

@@ -4,8 +4,6 @@ from rljax.networks.core import MLP
 from rljax.networks.core import NatureCNN
 from rljax.networks.core import Network
 from rljax.networks.core import make_actor_critic
-from rljax.networks.core import make_mlp
-from rljax.networks.core import make_nature_cnn
 from rljax.networks.core import make_policy_network
 from rljax.networks.core import make_value_network
 from rljax.networks.ddpg import make_ddpg_actor
@@ -30,8 +28,6 @@ __all__ = [
     "make_actor_critic",
     "make_ddpg_actor",
     "make_ddpg_critic",
-    "make_mlp",
-    "make_nature_cnn",
     "make_policy_network",
     "make_q_network",
     "make_value_network",

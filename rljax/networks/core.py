@@ -139,21 +139,6 @@ def from_module(module: nn.Module) -> Network:
     return Network(init=init, apply=module.apply)
 
 
-def make_mlp(hidden_sizes: Sequence[int], output_size: int | None = None,
-             activation: str = "relu", output_scale: float = 1.0) -> Network:
-    """MLP torso (``output_size=None``) or MLP with a linear output layer."""
-    get_activation(activation)
-    return from_module(MLP(tuple(hidden_sizes), output_size, activation, output_scale))
-
-
-def make_nature_cnn(features: int = 512, conv_method: str = "matmul") -> Network:
-    """Nature CNN torso for ``[..., 4, 84, 84]`` uint8 frames; output ``[..., features]``.
-
-    ``conv_method``: :class:`~rljax.networks.conv.Conv`'s ``"matmul"`` or ``"xla"`` (same
-    parameters either way)."""
-    return from_module(NatureCNN(features, conv_method))
-
-
 def make_policy_network(obs_shape: Sequence[int], num_actions: int,
                         hidden_sizes: Sequence[int] = (128, 128),
                         activation: str = "relu") -> Network:

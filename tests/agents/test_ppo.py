@@ -459,7 +459,7 @@ def test_config_errors_name_field_and_value(specs):
     with pytest.raises(ValueError, match="clip_eps must be a finite number > 0.0, got 0"):
         ppo.PPOConfig(clip_eps=0)
     with pytest.raises(ValueError, match="anneal_lr needs total_updates"):
-        ppo.PPOConfig(anneal_lr=True)
+        ppo.make_ppo(ppo.PPOConfig(anneal_lr=True), specs["discrete"])
     with pytest.raises(ValueError, match="activation must be one of"):
         ppo.PPOConfig(activation="rleu")
     with pytest.raises(ValueError, match="normalize_obs .* Breakout-v5"):
