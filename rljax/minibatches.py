@@ -5,10 +5,12 @@ PQN).
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable
 from typing import Any
 
 import jax
 import jax.numpy as jnp
+import optax
 
 from rljax.types import PRNGKey
 
@@ -62,3 +64,42 @@ def shuffled_minibatches(key: PRNGKey, batch_tree: Any, num_minibatches: int) ->
         return flat[order].reshape((num_minibatches, size // num_minibatches) + leaf.shape[2:])
 
     return jax.tree.map(split, batch_tree)
+
+
+def minibatch_epochs(key: PRNGKey, params: Any, opt_state: Any, data: Any,
+                     loss_fn: Callable[[Any, Any], tuple[jax.Array, dict]],
+                     optimizer: optax.GradientTransformation, num_epochs: int,
+                     num_minibatches: int) -> tuple[Any, Any, dict]:
+    """``num_epochs`` epochs of one optimizer step per shuffled minibatch of ``data``.
+
+    Args:
+        key: PRNG key; one split per epoch shuffles that epoch's minibatches.
+        params: parameters, differentiated through ``loss_fn(params, minibatch) -> (loss,
+            metrics)``.
+        opt_state: ``optimizer``'s state.
+        data: a ``[T, B, ...]`` tree (see :func:`shuffled_minibatches`).
+        loss_fn: the minibatch loss.
+        optimizer: an optax transformation.
+        num_epochs: passes over ``data``.
+        num_minibatches: minibatches per pass.
+
+    Returns:
+        ``(params, opt_state, metrics)`` with each metric (and ``grad_norm``) averaged over
+        all minibatch steps.
+    """
+    grad_fn = jax.grad(loss_fn, has_aux=True)
+
+    def minibatch_step(carry, minibatch):
+        params, opt_state = carry
+        grads, metrics = grad_fn(params, minibatch)
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        metrics["grad_norm"] = optax.tree.norm(grads)
+        return (optax.apply_updates(params, updates), opt_state), metrics
+
+    def epoch(carry, epoch_key):
+        minibatches = shuffled_minibatches(epoch_key, data, num_minibatches)
+        return jax.lax.scan(minibatch_step, carry, minibatches)
+
+    (params, opt_state), metrics = jax.lax.scan(
+        epoch, (params, opt_state), jax.random.split(key, num_epochs))
+    return params, opt_state, jax.tree.map(jnp.mean, metrics)

@@ -45,7 +45,7 @@ from flax import struct
 from rljax import losses, normalization, validate
 from rljax.agents.base import Agent, Update, annealed_learning_rate, with_grad_transform
 from rljax.envs.spec import EnvSpec
-from rljax.minibatches import shuffled_minibatches
+from rljax.minibatches import minibatch_epochs
 from rljax.networks import core as nets
 from rljax.networks.distributions import (
     categorical_entropy,
@@ -406,23 +406,10 @@ def update(config: PPOConfig, spec: EnvSpec, state: PPOState, batch: Rollout,
            ) -> Update:
     """``num_epochs`` epochs of minibatch steps on a rollout (extras from :func:`act`)."""
     data, scaler = samples(config, spec, state, batch)
-    optimizer = _make_optimizer(config, grad_transform)
-    grad_fn = jax.grad(functools.partial(minibatch_loss, config, spec), has_aux=True)
-
-    def minibatch_step(carry, minibatch):
-        params, opt_state = carry
-        grads, metrics = grad_fn(params, minibatch)
-        updates, opt_state = optimizer.update(grads, opt_state, params)
-        metrics["grad_norm"] = optax.tree.norm(grads)
-        return (optax.apply_updates(params, updates), opt_state), metrics
-
-    def epoch(carry, epoch_key):
-        minibatches = shuffled_minibatches(epoch_key, data, config.num_minibatches)
-        return jax.lax.scan(minibatch_step, carry, minibatches)
-
-    (params, opt_state), metrics = jax.lax.scan(
-        epoch, (state.params, state.opt_state), jax.random.split(key, config.num_epochs))
-    metrics = jax.tree.map(jnp.mean, metrics)
+    params, opt_state, metrics = minibatch_epochs(
+        key, state.params, state.opt_state, data,
+        functools.partial(minibatch_loss, config, spec),
+        _make_optimizer(config, grad_transform), config.num_epochs, config.num_minibatches)
     obs_stats = state.obs_stats
     if config.normalize_obs:
         obs_stats = normalization.update_stats(obs_stats, batch.obs[:-1], batch.valid)

@@ -33,7 +33,7 @@ from flax import struct
 from rljax import exploration, losses, validate
 from rljax.agents.base import Agent, Update, annealed_learning_rate, with_grad_transform
 from rljax.envs.spec import EnvSpec
-from rljax.minibatches import shuffled_minibatches
+from rljax.minibatches import minibatch_epochs
 from rljax.networks.conv import METHODS as CONV_METHODS
 from rljax.networks.core import ACTIVATIONS, Network
 from rljax.networks.distributions import take_action
@@ -240,23 +240,10 @@ def update(config: PQNConfig, spec: EnvSpec, state: PQNState, batch: Rollout,
     """``num_epochs`` epochs of minibatch steps towards the rollout's Q(lambda) targets."""
     data = Samples(obs=batch.obs[:-1], action=batch.action,
                    target=targets(config, spec, state.params, batch), valid=batch.valid)
-    optimizer = _make_optimizer(config, grad_transform)
-    grad_fn = jax.grad(functools.partial(minibatch_loss, config, spec), has_aux=True)
-
-    def minibatch_step(carry, minibatch):
-        params, opt_state = carry
-        grads, metrics = grad_fn(params, minibatch)
-        updates, opt_state = optimizer.update(grads, opt_state, params)
-        metrics["grad_norm"] = optax.tree.norm(grads)
-        return (optax.apply_updates(params, updates), opt_state), metrics
-
-    def epoch(carry, epoch_key):
-        minibatches = shuffled_minibatches(epoch_key, data, config.num_minibatches)
-        return jax.lax.scan(minibatch_step, carry, minibatches)
-
-    (params, opt_state), metrics = jax.lax.scan(
-        epoch, (state.params, state.opt_state), jax.random.split(key, config.num_epochs))
-    metrics = jax.tree.map(jnp.mean, metrics)
+    params, opt_state, metrics = minibatch_epochs(
+        key, state.params, state.opt_state, data,
+        functools.partial(minibatch_loss, config, spec),
+        _make_optimizer(config, grad_transform), config.num_epochs, config.num_minibatches)
     metrics["target_mean"] = losses.masked_mean(data.target, batch.valid)
     metrics["epsilon"] = epsilon_schedule(config)(state.update_step)
     return Update(state.replace(params=params, opt_state=opt_state, step=state.step + 1),
