@@ -28,8 +28,8 @@ Off-policy runs compute what the one-device run computes, up to the order of flo
 point sums (equal slices of a mean loss average to the whole batch's). An on-policy
 rollout's masked mean weighs each shard by its count of valid steps, which differs a
 little between shards (envpool's reset steps), so there the data-parallel gradient is
-the standard mean of the shards' gradients rather than the one-device gradient; tested
-to learn as the one-device run does.
+the standard mean of the shards' gradients rather than the one-device gradient (they
+agree where the shards' counts and statistics agree: tested on the first update).
 
 One exception to "agents name no axis": batch norm's training statistics must be the
 whole batch's, and flax's ``BatchNorm`` takes them through a named axis, so agents with

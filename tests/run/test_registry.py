@@ -15,7 +15,8 @@ from rljax.run.presets import PRESETS
 from rljax.run.registry import ALGORITHMS, get_algorithm
 
 # A cheap task of the action space each algorithm needs.
-TASKS = {"a2c": "CartPole-v1", "dqn": "CartPole-v1", "ddpg": "Pendulum-v1"}
+TASKS = {"a2c": "CartPole-v1", "dqn": "CartPole-v1", "ddpg": "Pendulum-v1",
+         "ppo": "CartPole-v1", "pqn": "CartPole-v1"}
 
 
 def test_names_config_classes_and_descriptions():
@@ -46,15 +47,15 @@ def test_factories_build_an_agent_and_a_trainer(name):
 
 
 def test_unknown_algorithm_is_refused_with_the_list():
-    message = f"unknown algorithm 'ppo'; allowed: {', '.join(ALGORITHMS)}"
+    message = f"unknown algorithm 'nope'; allowed: {', '.join(ALGORITHMS)}"
     with pytest.raises(ValueError) as e:
-        get_algorithm("ppo")
+        get_algorithm("nope")
     assert str(e.value) == message
     config = PRESETS["cartpole-a2c"].run.config
     with pytest.raises(ValueError) as e:
-        RunConfig(algo="ppo", env_id="CartPole-v1", config=config, total_steps=1_000)
+        RunConfig(algo="nope", env_id="CartPole-v1", config=config, total_steps=1_000)
     assert str(e.value) == message
     with pytest.raises(ValueError) as e:
-        RunConfig.from_dict({"algo": "ppo", "env_id": "CartPole-v1", "total_steps": 1_000,
+        RunConfig.from_dict({"algo": "nope", "env_id": "CartPole-v1", "total_steps": 1_000,
                              "config": {}})
     assert str(e.value) == message
