@@ -11,6 +11,8 @@ from rljax.agents.ddpg import DDPGConfig
 from rljax.agents.dqn import DQNConfig
 from rljax.agents.ppo import PPOConfig
 from rljax.agents.pqn import PQNConfig
+from rljax.agents.sac import SACConfig
+from rljax.agents.td3 import TD3Config
 from rljax.run.config import RunConfig
 
 
@@ -198,6 +200,17 @@ _PPO_KEYS = ("num_envs", "rollout_len", "num_epochs", "num_minibatches", "lr", "
              "entropy_coef", "gae_lambda")
 _PQN_KEYS = ("num_envs", "rollout_len", "num_epochs", "num_minibatches", "lr", "q_lambda",
              "epsilon")
+# The MuJoCo PPO reference (Schulman et al.'s MuJoCo settings as the envpool and CleanRL
+# continuous-action scripts run them): 2,048 steps per update, 10 epochs x 32 minibatches.
+_MUJOCO_PPO = PPOConfig(num_envs=16, rollout_len=128, num_epochs=10, num_minibatches=32,
+                        lr=3e-4, anneal_lr=True, clip_eps=0.2, value_clip_eps=0.2,
+                        entropy_coef=0.0, value_coef=0.25, max_grad_norm=0.5,
+                        gae_lambda=0.95, gamma=0.99, normalize_obs=True, reward_scaling=True)
+_MUJOCO_PPO_NOTE = ("the MuJoCo PPO reference: 2,048 steps per update (16 envs x 128 here, "
+                    "1 env x 2,048 there), 10 epochs x 32 minibatches of 64, Adam 3e-4 "
+                    "annealed, clip 0.2 with value clipping, no entropy bonus, grad norm 0.5, "
+                    "separate 64-64 tanh actor and critic, state-independent log-std, "
+                    "observation normalization and reward scaling")
 _PRESETS += [
     _preset(
         name="cartpole-ppo",
@@ -228,6 +241,30 @@ _PRESETS += [
               "yet run to 10M steps in rljax",
     ),
     _preset(
+        name="reacher-ppo",
+        algo="ppo",
+        env_id="Reacher-v5",
+        config=_MUJOCO_PPO,
+        total_steps=1_000_000,
+        threshold=-3.75,
+        chunk_steps=20_480,
+        stop_on_solve=False,
+        key_params=_PPO_KEYS + ("normalize_obs", "reward_scaling"),
+        notes=f"{_MUJOCO_PPO_NOTE}",
+    ),
+    _preset(
+        name="halfcheetah-ppo",
+        algo="ppo",
+        env_id="HalfCheetah-v5",
+        config=_MUJOCO_PPO,
+        total_steps=1_000_000,
+        threshold=4800.0,
+        chunk_steps=20_480,
+        stop_on_solve=False,
+        key_params=_PPO_KEYS + ("normalize_obs", "reward_scaling"),
+        notes=f"{_MUJOCO_PPO_NOTE}",
+    ),
+    _preset(
         name="cartpole-pqn",
         algo="pqn",
         env_id="CartPole-v1",
@@ -253,6 +290,49 @@ _PRESETS += [
               "minibatches, RAdam 2.5e-4, lambda 0.65, epsilon 1 -> 0.001 over the first 10% "
               "of updates), 10M env steps; not yet run in rljax",
     ),
+]
+
+# TD3 and SAC: the off-policy loop with twin critics. The MuJoCo configurations are the
+# authors' (one env, one gradient step of 256 per env step); Reacher's is tuned for this CPU.
+_TD3_KEYS = ("num_envs", "env_steps_per_update", "grad_steps", "batch_size", "buffer_size",
+             "learning_starts", "actor_lr", "critic_lr", "tau")
+_SAC_KEYS = _TD3_KEYS + ("init_temperature", "target_entropy")
+_REACHER_REPLAY = dict(num_envs=20, env_steps_per_update=1, grad_steps=10, batch_size=256,
+                       learning_starts=5_000, random_steps=5_000, buffer_size=300_000)
+_REACHER_NOTE = ("20 envs, 10 gradient steps of 256 per 20 env steps (half the papers' "
+                 "gradient work per env step), 5k random steps, 300k replay, 256-256 "
+                 "networks, Adam 3e-4")
+_MUJOCO_NOTE = ("one env, one gradient step of 256 per env step, 1M replay, 256-256 ReLU, "
+                "Adam 3e-4, tau 0.005")
+_PRESETS += [
+    _preset(name="reacher-td3", algo="td3", env_id="Reacher-v5",
+            config=TD3Config(**_REACHER_REPLAY), total_steps=1_000_000, threshold=-3.75,
+            chunk_steps=20_000, stop_on_solve=False, key_params=_TD3_KEYS,
+            notes=f"tuned for this CPU: {_REACHER_NOTE}, policy delay 2, smoothing 0.2 "
+                  "clipped at 0.5, exploration 0.1; the paper's configuration is "
+                  "halfcheetah-td3's with --env Reacher-v5"),
+    _preset(name="reacher-sac", algo="sac", env_id="Reacher-v5",
+            config=SACConfig(**_REACHER_REPLAY), total_steps=1_000_000, threshold=-3.75,
+            chunk_steps=20_000, stop_on_solve=False, key_params=_SAC_KEYS,
+            notes=f"tuned for this CPU: {_REACHER_NOTE}, temperature from 1 learned toward "
+                  "entropy -2; the paper's configuration is halfcheetah-sac's with --env "
+                  "Reacher-v5"),
+    _preset(name="halfcheetah-td3", algo="td3", env_id="HalfCheetah-v5", config=TD3Config(),
+            total_steps=1_000_000, threshold=4800.0, chunk_steps=20_000, stop_on_solve=False,
+            key_params=_TD3_KEYS,
+            notes=f"the TD3 authors' published code: {_MUJOCO_NOTE}, 25k random steps, "
+                  "policy delay 2, smoothing 0.2 clipped at 0.5, exploration 0.1; not yet "
+                  "run to 1M steps in rljax"),
+    _preset(name="halfcheetah-sac", algo="sac", env_id="HalfCheetah-v5", config=SACConfig(),
+            total_steps=1_000_000, threshold=4800.0, chunk_steps=20_000, stop_on_solve=False,
+            key_params=_SAC_KEYS,
+            notes=f"the SAC paper's table: {_MUJOCO_NOTE}, temperature learned toward "
+                  "entropy -6, 10k random steps; not yet run to 1M steps in rljax"),
+    _preset(name="hopper-sac", algo="sac", env_id="Hopper-v5", config=SACConfig(),
+            total_steps=1_000_000, threshold=6000.0, chunk_steps=20_000, stop_on_solve=False,
+            key_params=_SAC_KEYS,
+            notes=f"the SAC paper's table: {_MUJOCO_NOTE}, temperature learned toward "
+                  "entropy -3, 10k random steps; not yet run to 1M steps in rljax"),
 ]
 
 PRESETS: dict[str, Preset] = {p.name: p for p in _PRESETS}

@@ -16,6 +16,8 @@ from rljax.agents.ddpg import DDPGConfig, make_ddpg
 from rljax.agents.dqn import DQNConfig, make_dqn
 from rljax.agents.ppo import PPOConfig, make_ppo
 from rljax.agents.pqn import PQNConfig, make_pqn
+from rljax.agents.sac import SACConfig, make_sac
+from rljax.agents.td3 import TD3Config, make_td3
 from rljax.loops.factory import LOOPS
 from rljax.loops.state import Trainer
 
@@ -56,6 +58,11 @@ ALGORITHMS: dict[str, Algorithm] = {a.name: a for a in [
     Algorithm("pqn", PQNConfig, make_pqn, "on_policy",
               "parallel Q-learning: LayerNorm Q-network, Q(lambda), no replay or target "
               "(discrete actions)"),
+    Algorithm("td3", TD3Config, make_td3, "off_policy",
+              "twin delayed DDPG: clipped double-Q, target smoothing, delayed actor "
+              "(continuous actions)"),
+    Algorithm("sac", SACConfig, make_sac, "off_policy",
+              "soft actor-critic with a learned temperature (continuous actions)"),
 ]}
 
 

@@ -16,7 +16,8 @@ from rljax.run.registry import ALGORITHMS, get_algorithm
 
 # A cheap task of the action space each algorithm needs.
 TASKS = {"a2c": "CartPole-v1", "dqn": "CartPole-v1", "ddpg": "Pendulum-v1",
-         "ppo": "CartPole-v1", "pqn": "CartPole-v1"}
+         "ppo": "CartPole-v1", "pqn": "CartPole-v1", "td3": "Pendulum-v1",
+         "sac": "Pendulum-v1"}
 
 
 def test_names_config_classes_and_descriptions():

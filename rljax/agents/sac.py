@@ -1,0 +1,343 @@
+"""Soft actor-critic with automatic entropy tuning (SAC; Haarnoja et al. 2018, "Soft
+Actor-Critic Algorithms and Applications").
+
+A tanh-squashed Gaussian policy ``pi(a|s)`` (:mod:`rljax.networks.tanh_gaussian`: a
+state-dependent mean and log-std, the log-std clipped to ``[log_std_min, log_std_max]``,
+actions rescaled to the env's bounds and the log-density corrected for both), two critics
+``Q_1, Q_2`` with target copies and a temperature ``alpha = exp(log_alpha)`` learn from
+replay (uniform by default; prioritized and n-step through the config). Each update, on one
+batch:
+
+    critics      a' ~ pi(.|s'),  y = r + discount * (min_j Q'_j(s', a') - alpha log pi(a'|s'))
+                 loss sum_j mean_i w_i 0.5 (y_i - Q_j(s_i, a_i))^2               (eq. 3, 5)
+    actor        a ~ pi(.|s) reparameterised,
+                 loss mean_i alpha log pi(a_i|s_i) - min_j Q_j(s_i, a_i)   (new critics; eq. 7)
+    temperature  loss mean_i -log_alpha (log pi(a_i|s_i) + target_entropy)  (eq. 18, in log alpha)
+    targets      theta'_j <- (1 - tau) theta'_j + tau theta_j
+
+``alpha`` in the critic and actor losses is the value before this update's temperature
+step; the temperature step uses the actor step's samples (their log-densities under the
+actor before its step). ``w_i`` are the importance weights of prioritized replay (all 1
+when uniform) and ``discount = gamma^m (1 - terminated)``. The default target entropy is
+``-A`` for ``A`` action dimensions (the paper's heuristic). The entropy is that of the
+action in the env's units (the log-density includes the rescaling's ``-sum log h``); for
+the ``[-1, 1]`` boxes of the MuJoCo tasks that is the squashed Gaussian's own.
+
+Priorities: ``update`` returns the first critic's TD errors ``y - Q_1(s, a)``. ``td_error``
+(initial priorities) must not draw noise, so it bootstraps from the squashed mean ``a'``
+of the policy and its log-density: one fixed point in place of the soft value's
+expectation over ``pi``, good enough to rank new transitions.
+
+Exploration is the policy's own sampling; before it, the first ``random_steps`` env steps
+(rounded up to whole loop updates) take uniform random actions. Evaluation (``policy``)
+takes the squashed mean.
+
+Defaults follow the paper's hyperparameter table: 256-256 ReLU networks, Adam
+3e-4 for actor, critics and temperature, batch 256, tau 0.005, gamma 0.99, one gradient
+step per env step; the initial temperature 1 and the log-std clip ``[-20, 2]`` are those of
+common implementations; the 10,000 initial random steps and learning from then on are
+rljax's choice (the TD3 authors use 25,000, CleanRL 5,000).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import struct
+
+from rljax import validate
+from rljax.agents.base import Agent, Update, with_grad_transform
+from rljax.agents.td3 import (
+    ReplayFields,
+    adam,
+    bounds,
+    check_continuous,
+    critic_step,
+    with_random_phase,
+)
+from rljax.envs.spec import EnvSpec
+from rljax.losses.continuous import sac_actor_loss, sac_critic_target, temperature_loss
+from rljax.networks import Network, tanh_gaussian
+from rljax.networks.continuous import make_gaussian_actor, make_twin_critic
+from rljax.networks.core import ACTIVATIONS
+from rljax.targets import soft_update
+from rljax.types import Array, PRNGKey, Sample
+from rljax.validate import Schedule
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SACConfig(ReplayFields):
+    """SAC hyperparameters (defaults: see the module docstring).
+
+    ``alpha`` is prioritized replay's priority exponent, as in every rljax off-policy
+    config; the entropy temperature is set by the ``temperature`` fields.
+
+    Attributes:
+        num_envs: parallel environments.
+        env_steps_per_update: steps of every env between learning phases.
+        grad_steps: gradient steps per learning phase.
+        batch_size: transitions per gradient step.
+        buffer_size: replay capacity in transitions.
+        learning_starts: transitions in replay before learning starts, from
+            ``batch_size`` to ``buffer_size``; None: a full buffer.
+        random_steps: env steps (over all envs) acting uniformly at random before the
+            policy takes over, rounded up to whole loop updates; 0: none.
+        gamma: discount.
+        n_step: n-step return length (1: one-step TD).
+        prioritized: proportional prioritized replay (Schaul et al. 2016); False: uniform.
+        alpha: priority exponent.
+        beta: importance-sampling exponent schedule over loop updates,
+            ``((update, value), ...)``.
+        priority_eps: added to ``|delta|`` in priorities.
+        initial_priorities: new transitions get their TD error as priority (else the
+            largest priority so far).
+        actor_hidden: policy hidden layer sizes.
+        critic_hidden: hidden layer sizes of each critic.
+        activation: hidden activation name.
+        actor_lr: policy Adam learning rate.
+        critic_lr: critics' Adam learning rate.
+        temperature_lr: Adam learning rate of ``log_alpha``.
+        tau: soft target-update rate of the critics.
+        init_temperature: the temperature ``alpha`` at the start.
+        learn_temperature: tune ``alpha`` toward ``target_entropy``; False: keep
+            ``init_temperature``.
+        target_entropy: the entropy the temperature steers to; None: ``-A``.
+        log_std_min: lower clip of the policy's log standard deviation.
+        log_std_max: upper clip.
+    """
+
+    num_envs: int = 1
+    env_steps_per_update: int = 1
+    grad_steps: int = 1
+    batch_size: int = 256
+    buffer_size: int = 1_000_000
+    learning_starts: int | None = 10_000
+    random_steps: int = 10_000
+    gamma: float = 0.99
+    n_step: int = 1
+    prioritized: bool = False
+    alpha: float = 0.6
+    beta: Schedule = ((0, 0.4), (1_000_000, 1.0))
+    priority_eps: float = 1e-6
+    initial_priorities: bool = False
+    actor_hidden: tuple[int, ...] = (256, 256)
+    critic_hidden: tuple[int, ...] = (256, 256)
+    activation: str = "relu"
+    actor_lr: float = 3e-4
+    critic_lr: float = 3e-4
+    temperature_lr: float = 3e-4
+    tau: float = 0.005
+    init_temperature: float = 1.0
+    learn_temperature: bool = True
+    target_entropy: float | None = None
+    log_std_min: float = -20.0
+    log_std_max: float = 2.0
+
+    def __post_init__(self):
+        self._check_replay()
+        for name in ("actor_lr", "critic_lr", "temperature_lr", "init_temperature"):
+            validate.number(name, getattr(self, name), low=0.0, low_open=True)
+        validate.number("tau", self.tau, low=0.0, high=1.0)
+        validate.number("target_entropy", self.target_entropy, low=-1e6, high=1e6,
+                        optional=True)
+        validate.number("log_std_min", self.log_std_min, low=-100.0, high=100.0)
+        validate.number("log_std_max", self.log_std_max, low=self.log_std_min, low_open=True,
+                        high=100.0, note="above log_std_min")
+        validate.boolean("learn_temperature", self.learn_temperature)
+        validate.sizes("actor_hidden", self.actor_hidden)
+        validate.sizes("critic_hidden", self.critic_hidden)
+        validate.choice("activation", self.activation, tuple(ACTIVATIONS))
+
+
+@struct.dataclass
+class SACState:
+    """Train state.
+
+    Attributes:
+        actor: policy variables ``{"params": ...}``.
+        critic, target_critic: twin-critic variables, every leaf with a leading axis of 2.
+        log_alpha: log of the temperature, scalar.
+        actor_opt, critic_opt, temperature_opt: Adam states.
+        step: gradient steps done.
+    """
+
+    actor: Any
+    critic: Any
+    target_critic: Any
+    log_alpha: Array
+    actor_opt: optax.OptState
+    critic_opt: optax.OptState
+    temperature_opt: optax.OptState
+    step: Array
+
+
+class Nets(NamedTuple):
+    actor: Network
+    critic: Network
+
+
+def networks(config: SACConfig, spec: EnvSpec) -> Nets:
+    return Nets(make_gaussian_actor(spec.action_shape[0], hidden_sizes=config.actor_hidden,
+                                    activation=config.activation,
+                                    log_std_min=config.log_std_min,
+                                    log_std_max=config.log_std_max),
+                make_twin_critic(hidden_sizes=config.critic_hidden,
+                                 activation=config.activation))
+
+
+def target_entropy(config: SACConfig, spec: EnvSpec) -> float:
+    """``config.target_entropy``, or ``-A`` when it is None."""
+    if config.target_entropy is None:
+        return -float(spec.action_shape[0])
+    return float(config.target_entropy)
+
+
+def _optimizers(config: SACConfig, grad_transform: optax.GradientTransformation | None):
+    return (adam(config.actor_lr, grad_transform), adam(config.critic_lr, grad_transform),
+            with_grad_transform(optax.adam(config.temperature_lr), grad_transform))
+
+
+def init(config: SACConfig, spec: EnvSpec, key: PRNGKey,
+         grad_transform: optax.GradientTransformation | None = None) -> SACState:
+    nets = networks(config, spec)
+    actor_key, critic_key = jax.random.split(key)
+    obs = jnp.zeros((1,) + spec.obs_shape, jnp.float32)
+    action = jnp.zeros((1,) + spec.action_shape, jnp.float32)
+    actor = nets.actor.init(actor_key, obs)
+    critic = nets.critic.init(critic_key, obs, action)
+    log_alpha = jnp.asarray(math.log(config.init_temperature), jnp.float32)
+    actor_opt, critic_opt, temperature_opt = _optimizers(config, grad_transform)
+    return SACState(actor=actor, critic=critic,
+                    target_critic=jax.tree.map(jnp.array, critic),  # own buffers (donation)
+                    log_alpha=log_alpha, actor_opt=actor_opt.init(actor["params"]),
+                    critic_opt=critic_opt.init(critic["params"]),
+                    temperature_opt=temperature_opt.init(log_alpha),
+                    step=jnp.zeros((), jnp.int32))
+
+
+def sample(config: SACConfig, spec: EnvSpec, params: Any, obs: Array,
+           key: PRNGKey) -> tuple[Array, Array]:
+    """Policy samples ``(action [N, A], log pi(action|obs) [N])``, reparameterised in
+    ``params``."""
+    mean, log_std = networks(config, spec).actor.apply(params, obs)
+    low, high = bounds(spec)
+    return tanh_gaussian.sample_and_log_prob(key, mean, log_std, low, high)
+
+
+def policy(config: SACConfig, spec: EnvSpec, params: Any, obs: Array) -> Array:
+    """Noise-free actions ``[N, A]``: the squashed mean."""
+    mean, _ = networks(config, spec).actor.apply(params, obs)
+    low, high = bounds(spec)
+    return tanh_gaussian.deterministic_action(mean, low, high)
+
+
+def act(config: SACConfig, spec: EnvSpec, state: SACState, obs: Array, key: PRNGKey,
+        step: Array, new_episode: Array) -> tuple[Array, dict, SACState]:
+    """Policy samples ``[B, A]``, or uniform random actions in the random phase."""
+    del new_episode
+    sample_key, random_key = jax.random.split(key)
+    action, _ = sample(config, spec, state.actor, obs, sample_key)
+    return with_random_phase(config, spec, action, random_key, step), {}, state
+
+
+def critic_target(config: SACConfig, spec: EnvSpec, state: SACState, transition: Any,
+                  key: PRNGKey | None = None) -> Array:
+    """Soft clipped double-Q target ``y [N]`` with the current temperature; ``key``: one
+    policy sample ``a' ~ pi(.|s')``; None: the squashed mean (see the module docstring)."""
+    nets = networks(config, spec)
+    next_obs = transition.next_obs
+    if key is None:
+        mean, log_std = nets.actor.apply(state.actor, next_obs)
+        low, high = bounds(spec)
+        a_t = tanh_gaussian.deterministic_action(mean, low, high)
+        log_prob_t = tanh_gaussian.log_prob(mean, log_std, a_t, low, high)
+    else:
+        a_t, log_prob_t = sample(config, spec, state.actor, next_obs, key)
+    q_t = nets.critic.apply(state.target_critic, next_obs, a_t)
+    return sac_critic_target(transition.reward, transition.discount, q_t[0], q_t[1],
+                             log_prob_t, jnp.exp(state.log_alpha))
+
+
+def actor_loss(config: SACConfig, spec: EnvSpec, params: Any, state: SACState, obs: Array,
+               key: PRNGKey) -> tuple[Array, Array]:
+    """``mean alpha log pi(a|s) - min_j Q_j(s, a)`` with ``a ~ pi(.|s)`` from ``key`` and
+    the critics of ``state``; returns ``(loss, log_prob [N])``."""
+    action, log_prob = sample(config, spec, {"params": params}, obs, key)
+    q = networks(config, spec).critic.apply(state.critic, obs, action)
+    loss = sac_actor_loss(q[0], q[1], log_prob, jnp.exp(state.log_alpha))
+    return jnp.mean(loss), log_prob
+
+
+def update(config: SACConfig, spec: EnvSpec, state: SACState, batch: Sample, key: PRNGKey,
+           grad_transform: optax.GradientTransformation | None = None) -> Update:
+    """Critic step (next actions from ``jax.random.split(key)[0]``), actor step on the new
+    critics (samples from ``[1]``), temperature step, soft update of the target critics."""
+    actor_opt, critic_opt, temperature_opt = _optimizers(config, grad_transform)
+    target_key, actor_key = jax.random.split(key)
+    target = critic_target(config, spec, state, batch.transition, target_key)
+    critic, critic_opt_state, metrics, td = critic_step(
+        networks(config, spec).critic, critic_opt, state.critic, state.critic_opt, batch,
+        target)
+    state = state.replace(critic=critic, critic_opt=critic_opt_state)
+
+    params = state.actor["params"]
+    (a_loss, log_prob), a_grads = jax.value_and_grad(
+        functools.partial(actor_loss, config, spec), has_aux=True)(
+            params, state, batch.transition.obs, actor_key)
+    updates, actor_opt_state = actor_opt.update(a_grads, state.actor_opt, params)
+    state = state.replace(actor={"params": optax.apply_updates(params, updates)},
+                          actor_opt=actor_opt_state)
+    alpha = jnp.exp(state.log_alpha)
+    metrics = {**metrics, "actor_loss": a_loss, "actor_grad_norm": optax.tree.norm(a_grads),
+               "alpha": alpha, "entropy": -jnp.mean(log_prob)}
+
+    if config.learn_temperature:
+        t_loss, t_grad = jax.value_and_grad(
+            lambda log_alpha: jnp.mean(temperature_loss(log_alpha, log_prob,
+                                                        target_entropy(config, spec))))(
+                state.log_alpha)
+        updates, temperature_opt_state = temperature_opt.update(t_grad, state.temperature_opt,
+                                                                state.log_alpha)
+        state = state.replace(log_alpha=optax.apply_updates(state.log_alpha, updates),
+                              temperature_opt=temperature_opt_state)
+        metrics["temperature_loss"] = t_loss
+    state = state.replace(target_critic=soft_update(state.target_critic, state.critic,
+                                                    config.tau),
+                          step=state.step + 1)
+    return Update(state, metrics, td)
+
+
+def td_error(config: SACConfig, spec: EnvSpec, state: SACState, transition: Any) -> Array:
+    """``y - Q_1(s, a)`` ``[N]`` bootstrapped from the squashed mean (initial priorities)."""
+    q = networks(config, spec).critic.apply(state.critic, transition.obs, transition.action)
+    return critic_target(config, spec, state, transition) - q[0]
+
+
+def make_sac(config: SACConfig, spec: EnvSpec, *,
+             grad_transform: optax.GradientTransformation | None = None) -> Agent:
+    """Builds the SAC agent for a continuous-action environment.
+
+    Args:
+        config: hyperparameters.
+        spec: the environment's spec.
+        grad_transform: applied to the gradients before each of the three optimizers
+            (the parallel layer passes one that averages them over devices); None: nothing.
+
+    Raises:
+        ValueError: if the environment's actions are discrete or not a 1-D box.
+    """
+    check_continuous("SAC", spec)
+    return Agent(
+        init=functools.partial(init, config, spec, grad_transform=grad_transform),
+        act=functools.partial(act, config, spec),
+        update=functools.partial(update, config, spec, grad_transform=grad_transform),
+        policy=functools.partial(policy, config, spec),
+        params=lambda state: state.actor,
+        td_error=functools.partial(td_error, config, spec),
+    )
