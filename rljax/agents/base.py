@@ -126,3 +126,19 @@ def annealed_learning_rate(lr: float, anneal: bool, total_updates: int | None,
         return lr * jnp.maximum(frac, 0.0)
 
     return schedule
+
+
+class ReplayFields:
+    """Mixin for the configs of replay agents (DQN, DDPG, TD3, SAC): the off-policy loop's
+    derived quantities from their shared fields (``num_envs``, ``env_steps_per_update``,
+    ``buffer_size``, ``learning_starts``; see :mod:`rljax.loops.factory`)."""
+
+    @property
+    def steps_per_update(self) -> int:
+        """Env steps over all envs per loop update."""
+        return self.num_envs * self.env_steps_per_update
+
+    @property
+    def min_replay(self) -> int:
+        """Transitions in replay before learning starts."""
+        return self.buffer_size if self.learning_starts is None else self.learning_starts

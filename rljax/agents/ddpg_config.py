@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from rljax import validate
+from rljax.agents.base import ReplayFields
 from rljax.losses.value_learning import LOSSES
 from rljax.networks.core import ACTIVATIONS
 from rljax.validate import Schedule
@@ -16,7 +17,7 @@ _CHOICES = {"noise": ("ou", "gaussian", "none"), "td_loss": LOSSES,
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class DDPGConfig:
+class DDPGConfig(ReplayFields):
     """DDPG hyperparameters (defaults: the rljax reference configuration for Reacher).
 
     Attributes:
@@ -161,11 +162,3 @@ class DDPGConfig:
         for name, allowed in _CHOICES.items():
             validate.choice(name, getattr(self, name), allowed)
 
-    @property
-    def steps_per_update(self) -> int:
-        return self.num_envs * self.env_steps_per_update
-
-    @property
-    def min_replay(self) -> int:
-        """Transitions in replay before learning starts."""
-        return self.buffer_size if self.learning_starts is None else self.learning_starts

@@ -44,6 +44,7 @@ from flax import struct
 from rljax import exploration, losses, validate
 from rljax.agents.base import (  # noqa: I001
     Agent,
+    ReplayFields,
     Update,
     with_grad_transform,
 )
@@ -60,7 +61,7 @@ _CHOICES = {"td_loss": LOSSES, "conv_method": CONV_METHODS, "activation": tuple(
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class DQNConfig:
+class DQNConfig(ReplayFields):
     """DQN hyperparameters (defaults: the rljax reference configuration for Breakout).
 
     One loop *update* steps every env ``env_steps_per_update`` times, then (once replay
@@ -180,15 +181,6 @@ class DQNConfig:
         validate.boolean("frame_replay", self.frame_replay, optional=True)
         validate.schedule("epsilon", self.epsilon, low=0.0, high=1.0)
         validate.schedule("beta", self.beta, low=0.0, high=1.0)
-
-    @property
-    def steps_per_update(self) -> int:
-        return self.num_envs * self.env_steps_per_update
-
-    @property
-    def min_replay(self) -> int:
-        """Transitions in replay before learning starts."""
-        return self.buffer_size if self.learning_starts is None else self.learning_starts
 
     @property
     def distributional(self) -> bool:

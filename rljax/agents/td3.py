@@ -54,6 +54,7 @@ import optax
 from flax import struct
 
 from rljax import exploration, validate
+from rljax.agents import base
 from rljax.agents.base import Agent, Update, with_grad_transform
 from rljax.envs.spec import EnvSpec
 from rljax.losses import ddpg_actor_loss, weighted_td_loss
@@ -72,18 +73,10 @@ from rljax.validate import Schedule
 _INT32_MAX = validate.INT32_LIMIT - 1
 
 
-class ReplayFields:
-    """The off-policy loop's config properties and checks, shared by TD3 and SAC configs
-    (their fields: see :mod:`rljax.loops.factory`, plus ``random_steps``)."""
-
-    @property
-    def steps_per_update(self) -> int:
-        return self.num_envs * self.env_steps_per_update
-
-    @property
-    def min_replay(self) -> int:
-        """Transitions in replay before learning starts."""
-        return self.buffer_size if self.learning_starts is None else self.learning_starts
+class ReplayFields(base.ReplayFields):
+    """The replay configs' properties (:class:`rljax.agents.base.ReplayFields`) and the
+    checks of their fields, shared by TD3 and SAC configs (their fields: see
+    :mod:`rljax.loops.factory`, plus ``random_steps``)."""
 
     def _check_replay(self) -> None:
         for name in ("num_envs", "env_steps_per_update", "grad_steps", "batch_size", "n_step"):

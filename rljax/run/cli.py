@@ -92,11 +92,12 @@ def _cmd_presets() -> int:
         params = ", ".join(f"{k}={cfg[k]}" for k in keys)
         rows.append((p.name, p.run.env_id, p.run.algo, f"{p.run.total_steps:,}", params,
                      p.notes))
-    print(f"{'preset':<26}{'env':<14}{'agent':<7}{'steps':>12}  key hyperparameters")
+    w = [max(len(r[i]) for r in rows + [("preset", "env", "agent")]) + 2 for i in range(3)]
+    print(f"{'preset':<{w[0]}}{'env':<{w[1]}}{'agent':<{w[2]}}{'steps':>12}  key hyperparameters")
     for name, env, algo, steps, params, notes in rows:
-        print(f"{name:<26}{env:<14}{algo:<7}{steps:>12}  {params}")
+        print(f"{name:<{w[0]}}{env:<{w[1]}}{algo:<{w[2]}}{steps:>12}  {params}")
         if notes:
-            print(f"{'':<26}{'':<14}{'':<7}{'':>12}  ({notes})")
+            print(f"{'':<{sum(w) + 12}}  ({notes})")
     print()
     for a in ALGORITHMS.values():
         print(f"{a.name}: {a.description}")

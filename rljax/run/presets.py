@@ -193,6 +193,22 @@ _PRESETS += [
               "learning from 80k frames = 20k env steps, replay 1M, one batch of 32 per 4 "
               "agent steps, beta 0.4 -> 1 over the 10M steps; not yet run in rljax",
     ),
+    _preset(
+        name="breakout-rainbow-500k",
+        algo="dqn",
+        env_id="Breakout-v5",
+        config=DQNConfig(grad_steps=2, beta=((0, 0.4), (15_625, 1.0)), alpha=0.5,
+                         adam_eps=1.5e-4, noisy=True, noisy_sigma0=0.5, n_step=3,
+                         num_atoms=51, v_min=-10.0, v_max=10.0),
+        total_steps=500_000,
+        chunk_steps=10_240,
+        key_params=_RAINBOW_KEYS,
+        notes="a 500k-step CPU demonstration, NOT the reference: breakout-dqn-500k's replay, "
+              "gradient work (1 step of 32 per 16 env steps), learning rate, target period and "
+              "beta schedule, with Rainbow's parts switched on (51 atoms on [-10, 10], "
+              "NoisyNet sigma0 0.5 instead of epsilon, PER alpha 0.5, 3-step targets, Adam "
+              "eps 1.5e-4), so that the two compare at equal work",
+    ),
 ]
 
 # PPO and PQN: rollout-then-learn agents on the on-policy loop.
