@@ -17,8 +17,10 @@ import dataclasses
 import json
 import os
 import time
+from collections.abc import Callable
 
 import jax
+import jax.numpy as jnp
 
 from benchmarks.common import (
     RESULTS_DIR,
@@ -27,6 +29,7 @@ from benchmarks.common import (
     make_random_rollout,
     median,
     timed,
+    timed_wall_cpu,
     write_results,
 )
 from rljax import envs
@@ -111,6 +114,303 @@ def bench_preset(preset: str, rounds: int, chunk_steps: int, reference: bool = F
         "env_only_sps": env_m,
         "train_sps": train_m,
         "ratio": train_m / env_m,
+        "rounds": samples,
+    }
+
+
+def _compiled(trainer, key: int = 0):
+    """``(chunk, state)``: the trainer's chunk compiled, and its state after one chunk."""
+    state = trainer.init(jax.random.key(key))
+    chunk = trainer.chunk.lower(state).compile()
+    state, metrics = chunk(state)
+    return chunk, state, metrics
+
+
+def _until_learning(chunk, state, metrics, field: str):
+    """Runs chunks until every update of the last one learned (off-policy loops report NaN
+    losses until the replay holds ``learning_starts`` transitions)."""
+    import numpy as np
+
+    while not bool(np.all(np.isfinite(np.asarray(metrics[field])))):
+        state, metrics = chunk(state)
+    return state
+
+
+def _chunk_rate(chunk, box: dict, steps: float) -> Callable[[], float]:
+    """``steps`` per second of one call of ``chunk`` on ``box["state"]`` (donated, kept);
+    waits for the state, not only the metrics (which may be empty)."""
+    def rate():
+        def go():
+            box["state"], metrics = chunk(box["state"])
+            return box["state"], metrics
+        return steps / timed(go)
+    return rate
+
+
+def bench_on_policy(preset: str, rounds: int, chunk_steps: int, **overrides) -> dict:
+    """:func:`bench_preset` for a rollout-then-learn agent (PPO, PQN), with a profile in the
+    same rounds: the same loop with a no-op update (act + env step + record:
+    ``rollout_sps``) and the update alone, in a compiled scan on one recorded rollout
+    (``update_sps``, env steps learned per second). Per loop update of ``S`` env steps the
+    times are ``S / sps``; ``act`` is the rollout's time above the env-only ceiling's."""
+    from benchmarks import profiling
+    from rljax.run.registry import get_algorithm
+
+    run = from_preset(preset, tensorboard=False, **overrides)
+    run = dataclasses.replace(run, chunk_steps=chunk_steps, total_steps=chunk_steps * 1000)
+    _, agent, trainer, _ = build(run)
+    chunk, state, _ = _compiled(trainer)
+    cfg, algo = run.config, get_algorithm(run.algo)
+    per_update, updates = trainer.steps_per_update, trainer.updates_per_chunk
+    # The loop without learning, on a pool of its own (stepped as soon as it is reset).
+    pool = envs.make(run.env_id, cfg.num_envs, run.seed + 2, **dict(run.env_options))
+    acting = algo.make_trainer(profiling.without_update(agent), pool, cfg, updates, None)
+    act_chunk, act_state, _ = _compiled(acting, 1)
+    rollout, env_state = profiling.collect_rollout(agent, pool, act_state.agent, act_state.env,
+                                                   cfg.rollout_len, jax.random.key(5))
+    act_box = {"state": act_state.replace(env=env_state)}
+    learn = profiling.update_only(agent, updates)
+    learn_box = {"state": learn(jax.tree.map(jnp.copy, state.agent), rollout)}
+
+    def update_sps():
+        def go():
+            learn_box["state"] = learn(learn_box["state"], rollout)
+            return learn_box["state"]
+        return updates * per_update / timed(go)
+
+    load_before = os.getloadavg()[0]
+    samples = _rounds(run, trainer, chunk, state, rounds, {
+        "rollout": _chunk_rate(act_chunk, act_box, acting.steps_per_chunk),
+        "update": update_sps})
+    med = {k: median(v) for k, v in samples.items()}
+    ms = {k: per_update / v * 1e3 for k, v in med.items()}  # milliseconds per loop update
+    flops = profiling.on_policy_update_flops(run.algo, cfg, pool.spec)
+    budget_ms = ms["env_only"] / 0.85 - ms["env_only"]
+    return {
+        "preset": preset,
+        "overrides": {k: str(v) for k, v in overrides.items()},
+        "env_id": run.env_id,
+        "num_envs": cfg.num_envs,
+        "env_steps_per_update": per_update,
+        "minibatch_steps_per_update": cfg.num_epochs * cfg.num_minibatches,
+        "env_only_sps": med["env_only"],
+        "train_sps": med["train"],
+        "ratio": med["train"] / med["env_only"],
+        "rollout_sps": med["rollout"],
+        "update_sps": med["update"],
+        "ms_per_update": {"train": ms["train"], "env_only": ms["env_only"],
+                          "act": ms["rollout"] - ms["env_only"], "update": ms["update"]},
+        # What the loop would reach if the update cost nothing.
+        "ratio_without_update": med["rollout"] / med["env_only"],
+        "update_budget_ms_at_0_85": budget_ms,
+        # The update's matmul work, the rate it ran at, and the rate it would need to fit
+        # (with acting free) in the time 0.85 of the ceiling leaves.
+        "mflop_per_update": flops / 1e6 if flops else None,
+        "update_gflops": flops / ms["update"] / 1e6 if flops else None,
+        "gflops_needed_at_0_85": flops / budget_ms / 1e6 if flops else None,
+        "loadavg_1min_before_timing": load_before,
+        "loadavg_1min_after_timing": os.getloadavg()[0],
+        "rounds": samples,
+    }
+
+
+def bench_continuous(preset: str, rounds: int, chunk_steps: int, **overrides) -> dict:
+    """A twin-critic agent (TD3, SAC) timed with learning active, against the env-only
+    ceiling and against this CPU's matmul rate, all in the same interleaved rounds.
+
+    The gradient steps' matmul FLOPs are counted analytically
+    (:func:`benchmarks.profiling.td3_step_flops`, :func:`~benchmarks.profiling.sac_step_flops`);
+    achieved GFLOP/s = FLOPs per gradient step x gradient steps per env step x training
+    steps/s (everything else the loop does counted as overhead). Two ceilings: a chained
+    2048x2048 matmul (the CPU's large-GEMM rate) and a chained 256x256x256 one (the shape
+    of the hidden layers at batch 256: the realistic ceiling for these networks); and the
+    learner alone (``agent.update`` in a compiled scan on replay batches), to separate
+    the learner from acting, storing and sampling."""
+    from benchmarks import profiling
+
+    run = from_preset(preset, tensorboard=False, **overrides)
+    run = dataclasses.replace(run, chunk_steps=chunk_steps, total_steps=chunk_steps * 1000)
+    env, agent, trainer, _ = build(run)
+    cfg, spec = run.config, env.spec
+    chunk, state, metrics = _compiled(trainer)
+    state = _until_learning(chunk, state, metrics, "critic_loss")
+    obs_dim, action_dim = spec.obs_shape[0], spec.action_shape[0]
+    if run.algo == "td3":
+        flops = profiling.td3_step_flops(cfg.batch_size, obs_dim, action_dim, cfg.actor_hidden,
+                                         cfg.critic_hidden, cfg.policy_delay)
+    else:
+        flops = profiling.sac_step_flops(cfg.batch_size, obs_dim, action_dim, cfg.actor_hidden,
+                                         cfg.critic_hidden)
+    steps = 50
+    learner = profiling.learner_steps(agent)
+    batches = profiling.replay_batches(cfg, spec, state.memory, jax.random.key(3), steps)
+    learn_box = {"state": learner(jax.tree.map(jnp.copy, state.agent), batches)}
+
+    per_cpu_s: dict[str, list] = {"learner": [], "gemm_2048": [], "gemm_256": []}
+
+    def learner_gflops():
+        def go():
+            learn_box["state"] = learner(learn_box["state"], batches)
+            return learn_box["state"]
+        wall, cpu = timed_wall_cpu(go)
+        per_cpu_s["learner"].append(steps * flops["total"] / cpu / 1e9)
+        return steps * flops["total"] / wall / 1e9
+
+    load_before = os.getloadavg()[0]
+    samples = _rounds(run, trainer, chunk, state, rounds, {
+        "gemm_2048": profiling.gemm_rate(2048, per_cpu_second=per_cpu_s["gemm_2048"]),
+        "gemm_256": profiling.gemm_rate(256, per_cpu_second=per_cpu_s["gemm_256"]),
+        "learner_gflops": learner_gflops})
+    med = {k: median(v) for k, v in samples.items()}
+    cpu_med = {k: median(v) for k, v in per_cpu_s.items()}
+    grad_per_env_step = cfg.grad_steps / cfg.steps_per_update
+    achieved = med["train"] * grad_per_env_step * flops["total"] / 1e9
+    return {
+        "preset": preset,
+        "overrides": {k: str(v) for k, v in overrides.items()},
+        "env_id": run.env_id,
+        "num_envs": cfg.num_envs,
+        "env_steps_per_update": trainer.steps_per_update,
+        "grad_steps_per_env_step": grad_per_env_step,
+        "batch_size": cfg.batch_size,
+        "actor_hidden": list(cfg.actor_hidden),
+        "critic_hidden": list(cfg.critic_hidden),
+        "obs_dim": obs_dim,
+        "action_dim": action_dim,
+        "mflop_per_grad_step": {k: v / 1e6 for k, v in flops.items()},
+        "env_only_sps": med["env_only"],
+        "train_sps": med["train"],
+        "ratio": med["train"] / med["env_only"],
+        "train_gflops": achieved,
+        "learner_only_gflops": med["learner_gflops"],
+        "gemm_2048_gflops": med["gemm_2048"],
+        "gemm_256_gflops": med["gemm_256"],
+        "train_vs_gemm_2048": achieved / med["gemm_2048"],
+        "train_vs_gemm_256": achieved / med["gemm_256"],
+        "learner_only_vs_gemm_256": med["learner_gflops"] / med["gemm_256"],
+        # The same per second of process CPU time (all threads): other processes' load
+        # moves these less than the wall-clock figures.
+        "gflop_per_cpu_second": cpu_med,
+        "learner_only_vs_gemm_2048_per_cpu_second": cpu_med["learner"] / cpu_med["gemm_2048"],
+        "learner_only_vs_gemm_256_per_cpu_second": cpu_med["learner"] / cpu_med["gemm_256"],
+        "loadavg_1min_before_timing": load_before,
+        "loadavg_1min_after_timing": os.getloadavg()[0],
+        "rounds": samples,
+    }
+
+
+def _learner_rate(run_steps, state, batches, steps: int, cpu_ms: list) -> Callable[[], float]:
+    """Gradient steps per second of ``run_steps`` (:func:`benchmarks.profiling.learner_steps`)
+    from a copy of ``state``; appends each call's process CPU ms per step to ``cpu_ms``."""
+    box = {"state": run_steps(jax.tree.map(jnp.copy, state), batches)}
+
+    def rate():
+        def go():
+            box["state"] = run_steps(box["state"], batches)
+            return box["state"]
+        wall, cpu = timed_wall_cpu(go)
+        cpu_ms.append(cpu / steps * 1e3)
+        return steps / wall
+
+    return rate
+
+
+def bench_rainbow(dqn_preset: str, rainbow_preset: str, rounds: int, chunk_steps: int,
+                  learner_steps: int, variants: bool = False, **shared) -> dict:
+    """Time per gradient step of a Rainbow preset beside its DQN preset at equal gradient
+    work (same envs, env steps per update, gradient steps, batch and network; ``shared``
+    overrides both), with learning active, in interleaved rounds:
+
+    * ``train``: the whole compiled loop (act, env step, store, sample, learn, priorities),
+      chunk time / gradient steps in the chunk;
+    * ``learner``: ``agent.update`` alone, ``learner_steps`` steps in a compiled scan on as
+      many replay batches.
+
+    n-step returns may differ (Breakout's DQN preset is one-step): they change what replay
+    sums when sampling, not the gradient step.
+
+    ``variants``: also the learner of DQN with each of Rainbow's two costly parts alone
+    (the 51-atom categorical head and projection; NoisyNet layers), for a breakdown."""
+    from benchmarks import profiling
+    from rljax.agents.dqn import make_dqn
+
+    runs = {}
+    for name, preset in (("dqn", dqn_preset), ("rainbow", rainbow_preset)):
+        run = from_preset(preset, tensorboard=False, **shared)
+        runs[name] = dataclasses.replace(run, chunk_steps=chunk_steps,
+                                         total_steps=chunk_steps * 1000)
+    same = ("num_envs", "env_steps_per_update", "grad_steps", "batch_size", "hidden_sizes",
+            "head_hidden_sizes", "dueling", "double_q", "prioritized")
+    differ = {f: [getattr(runs["dqn"].config, f), getattr(runs["rainbow"].config, f)]
+              for f in same if getattr(runs["dqn"].config, f) != getattr(
+                  runs["rainbow"].config, f)}
+    if differ:
+        raise ValueError(f"not equal gradient work: {differ}")
+    built = {}
+    for name, run in runs.items():
+        env, agent, trainer, _ = build(run)  # built and stepped before the next pool is made
+        chunk, state, metrics = _compiled(trainer)
+        state = _until_learning(chunk, state, metrics, "loss")
+        built[name] = (run, env, agent, trainer, chunk, state)
+    runs = {k: v[0].config for k, v in built.items()}
+    dqn_run, env, _, _, _, dqn_state = built["dqn"]
+    batches = profiling.replay_batches(runs["dqn"], env.spec, dqn_state.memory,
+                                       jax.random.key(3), learner_steps)
+    learners = {"dqn": runs["dqn"], "rainbow": runs["rainbow"]}
+    if variants:
+        rb = runs["rainbow"]
+        learners["dqn+categorical"] = dataclasses.replace(
+            runs["dqn"], num_atoms=rb.num_atoms, v_min=rb.v_min, v_max=rb.v_max)
+        learners["dqn+noisy"] = dataclasses.replace(runs["dqn"], noisy=True,
+                                                    noisy_sigma0=rb.noisy_sigma0)
+    measure, cpu_ms = {}, {}
+    grad_steps_per_chunk = {}
+    for name in ("dqn", "rainbow"):
+        run, _, _, trainer, chunk, state = built[name]
+        grad_steps_per_chunk[name] = trainer.updates_per_chunk * run.config.grad_steps
+        # Seconds per gradient step, as a rate: gradient steps per second.
+        measure[f"{name}_train"] = _chunk_rate(chunk, {"state": state},
+                                               grad_steps_per_chunk[name])
+    for name, config in learners.items():
+        # Each learner starts from its loop's trained state where there is one (a fresh
+        # network's first steps can differ in cost from a trained one's).
+        agent = make_dqn(config, env.spec)
+        start = built[name][5].agent if name in built else agent.init(jax.random.key(0))
+        cpu_ms[name] = []
+        measure[f"{name}_learner"] = _learner_rate(profiling.learner_steps(agent), start,
+                                                   batches, learner_steps, cpu_ms[name])
+    load_before = os.getloadavg()[0]
+    samples = interleaved(measure, rounds)
+    ms = {k: 1e3 / median(v) for k, v in samples.items()}  # ms per gradient step
+    # rainbow's time / dqn's = dqn's rate / rainbow's, per round.
+    ratios = {k: median([d / r for d, r in zip(samples[f"dqn_{k}"], samples[f"rainbow_{k}"],
+                                               strict=True)]) for k in ("train", "learner")}
+    cfg = runs["dqn"]
+    return {
+        "presets": [dqn_preset, rainbow_preset],
+        "overrides": {k: str(v) for k, v in shared.items()},
+        "env_id": dqn_run.env_id,
+        "num_envs": cfg.num_envs,
+        "env_steps_per_update": cfg.steps_per_update,
+        "grad_steps_per_update": cfg.grad_steps,
+        "batch_size": cfg.batch_size,
+        "network": {"hidden_sizes": list(cfg.hidden_sizes), "dueling": cfg.dueling,
+                    "double_q": cfg.double_q, "n_step": cfg.n_step,
+                    "prioritized": cfg.prioritized},
+        "rainbow": {"num_atoms": runs["rainbow"].num_atoms, "noisy": runs["rainbow"].noisy,
+                    "n_step": runs["rainbow"].n_step},
+        "grad_steps_per_chunk": grad_steps_per_chunk,
+        "ms_per_grad_step": ms,
+        # Process CPU time of the learners alone (all threads): steadier than wall time
+        # on a loaded machine, where a multi-threaded step waits for descheduled threads.
+        "learner_cpu_ms_per_grad_step": {k: median(v) for k, v in cpu_ms.items()},
+        # Median of the per-round ratios rainbow / dqn (both ran back to back in each round).
+        "rainbow_vs_dqn_train": ratios["train"],
+        "rainbow_vs_dqn_learner": ratios["learner"],
+        "train_sps": {k: median(samples[f"{k}_train"]) * built[k][0].config.steps_per_update
+                      / built[k][0].config.grad_steps for k in ("dqn", "rainbow")},
+        "loadavg_1min_before_timing": load_before,
+        "loadavg_1min_after_timing": os.getloadavg()[0],
         "rounds": samples,
     }
 
@@ -201,6 +501,10 @@ SINGLE_FILE_JAX_DDPG_SPS = 300
 _DDPG_EQUAL_WORK = dict(num_envs=20, env_steps_per_update=1, grad_steps=20, batch_size=256,
                         policy_delay=2, learning_starts=2_000)
 
+_TWIN_CRITIC_WORK = dict(num_envs=20, env_steps_per_update=1, grad_steps=20, batch_size=256,
+                         actor_hidden=(256, 256), critic_hidden=(256, 256),
+                         learning_starts=256, random_steps=256)
+
 BENCHES = {
     "a2c": lambda rounds: bench_preset("cartpole-a2c", rounds, chunk_steps=40_000),
     # DDPG: each preset's own figure, and the single-file JAX DDPG's gradient work: per env
@@ -243,7 +547,46 @@ BENCHES = {
     "dqn-breakout-plain-xla": lambda rounds: bench_dqn(
         "breakout-dqn", rounds, chunk_steps=1_024, reference=True, double_q=False,
         dueling=False, prioritized=False, td_loss="l2", conv_method="xla"),
+    # PPO and PQN: training against the env-only ceiling at the same num_envs, with the
+    # loop's time split into acting (the loop without its update) and the update alone.
+    "ppo": lambda rounds: bench_on_policy("cartpole-ppo", rounds, chunk_steps=40_960),
+    "pqn": lambda rounds: bench_on_policy("cartpole-pqn", rounds, chunk_steps=40_960),
+    # TD3 and SAC on Reacher at the papers' gradient work (one gradient step of 256 per env
+    # step, 256x256 networks: 20 envs, 20 gradient steps per 20 env steps), learning from
+    # the second warm-up chunk on, against this CPU's matmul rate in the same rounds.
+    "td3": lambda rounds: bench_continuous("reacher-td3", rounds, chunk_steps=400,
+                                           **_TWIN_CRITIC_WORK),
+    "sac": lambda rounds: bench_continuous("reacher-sac", rounds, chunk_steps=400,
+                                           **_TWIN_CRITIC_WORK),
+    # Rainbow beside DQN at equal gradient work: the presets share envs, env steps per
+    # update, gradient steps, batch and network; replay size and learning start are set
+    # alike so that learning is active within seconds.
+    "rainbow-cartpole": lambda rounds: bench_rainbow(
+        "cartpole-dqn", "cartpole-rainbow", rounds, chunk_steps=3_200, learner_steps=200,
+        variants=True, learning_starts=1_000),
+    "rainbow-breakout": lambda rounds: bench_rainbow(
+        "breakout-dqn", "breakout-rainbow", rounds, chunk_steps=128, learner_steps=8,
+        buffer_size=2**14, learning_starts=1_024),
 }
+
+
+def _print_rainbow(name: str, r: dict) -> None:
+    ms = r["ms_per_grad_step"]
+    print(f"{name:<14} {r['env_id']:<12} envs={r['num_envs']:<3} {r['grad_steps_per_update']} "
+          f"gradient steps of {r['batch_size']} per {r['env_steps_per_update']} env steps; ms per "
+          f"gradient step: loop dqn {ms['dqn_train']:.3f}, rainbow {ms['rainbow_train']:.3f} "
+          f"(x{r['rainbow_vs_dqn_train']:.2f}); learner alone dqn {ms['dqn_learner']:.3f}, "
+          f"rainbow {ms['rainbow_learner']:.3f} (x{r['rainbow_vs_dqn_learner']:.2f})")
+    parts = [f"{k[:-len('_learner')]} {v:.3f}" for k, v in ms.items()
+             if k.endswith("_learner") and k.startswith("dqn+")]
+    if parts:
+        print(f"{'':<14} learner alone, ms per gradient step: " + ", ".join(parts))
+    cpu = r["learner_cpu_ms_per_grad_step"]
+    print(f"{'':<14} learner alone, CPU ms per gradient step: "
+          + ", ".join(f"{k} {v:.3f}" for k, v in cpu.items())
+          + f" (rainbow / dqn x{cpu['rainbow'] / cpu['dqn']:.2f})")
+    print(f"{'':<14} load average (1 min) {r['loadavg_1min_before_timing']:.1f} before, "
+          f"{r['loadavg_1min_after_timing']:.1f} after timing")
 
 
 def main(argv=None) -> dict:
@@ -255,6 +598,9 @@ def main(argv=None) -> dict:
     for name in args.only or BENCHES:
         r = BENCHES[name](args.rounds)
         results["results"][name] = r
+        if name.startswith("rainbow"):
+            _print_rainbow(name, r)
+            continue
         print(f"{name:<14} {r['env_id']:<12} envs={r['num_envs']:<3} env-only "
               f"{r['env_only_sps']:>10,.0f} steps/s   train {r['train_sps']:>10,.0f} steps/s   "
               f"ratio {r['ratio']:.2f}")
@@ -272,6 +618,36 @@ def main(argv=None) -> dict:
             print(f"{'':<14} 1 critic step of batch 256 per env step: "
                   f"{r['vs_single_file_jax_ddpg']:.1f}x the ~{SINGLE_FILE_JAX_DDPG_SPS} steps/s "
                   "of a single-file JAX DDPG (1 env, its gradient work) on this machine")
+        if "ms_per_update" in r:
+            m = r["ms_per_update"]
+            print(f"{'':<14} per loop update of {r['env_steps_per_update']} env steps: train "
+                  f"{m['train']:.2f} ms = env {m['env_only']:.2f} + act {m['act']:.2f} + update "
+                  f"{m['update']:.2f} ({r['minibatch_steps_per_update']} minibatch steps; "
+                  f"{m['train'] - m['env_only'] - m['act'] - m['update']:+.2f} unaccounted); "
+                  f"0.85 of the ceiling leaves {r['update_budget_ms_at_0_85']:.2f} ms for act "
+                  f"+ update; without the update the ratio is {r['ratio_without_update']:.2f}")
+            if r.get("mflop_per_update"):
+                print(f"{'':<14} update: {r['mflop_per_update']:.0f} MFLOP of matmuls at "
+                      f"{r['update_gflops']:.1f} GFLOP/s; fitting it in that budget needs "
+                      f"{r['gflops_needed_at_0_85']:.0f} GFLOP/s")
+        if "train_gflops" in r:
+            f = r["mflop_per_grad_step"]
+            print(f"{'':<14} {f['total']:.0f} MFLOP per gradient step (target {f['target']:.0f}, "
+                  f"critics {f['critics']:.0f}, actor {f['actor']:.0f}); "
+                  f"{r['grad_steps_per_env_step']:.3g} steps of {r['batch_size']} per env step: "
+                  f"{r['train_gflops']:.1f} GFLOP/s training, {r['learner_only_gflops']:.1f} "
+                  f"learner alone; GEMM 2048^3 {r['gemm_2048_gflops']:.1f}, 256^3 "
+                  f"{r['gemm_256_gflops']:.1f} GFLOP/s: training at "
+                  f"{r['train_vs_gemm_2048']:.2f} / {r['train_vs_gemm_256']:.2f} of them, "
+                  f"learner alone at {r['learner_only_vs_gemm_256']:.2f} of 256^3")
+            c = r["gflop_per_cpu_second"]
+            print(f"{'':<14} per CPU second: learner {c['learner']:.1f}, GEMM 2048^3 "
+                  f"{c['gemm_2048']:.1f}, 256^3 {c['gemm_256']:.1f} GFLOP: learner at "
+                  f"{r['learner_only_vs_gemm_2048_per_cpu_second']:.2f} / "
+                  f"{r['learner_only_vs_gemm_256_per_cpu_second']:.2f} of them")
+        if r.get("loadavg_1min_before_timing") is not None:
+            print(f"{'':<14} load average (1 min) {r['loadavg_1min_before_timing']:.1f} before, "
+                  f"{r['loadavg_1min_after_timing']:.1f} after timing")
         if r.get("reference_loop_sps"):
             algo = "dqn" if name.startswith("dqn") else "ddpg"
             print(f"{'':<14} same-process single-file-style loop (benchmarks/reference_{algo}"

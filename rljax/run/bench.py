@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib.util
 import json
 import os
 import platform
@@ -31,6 +30,9 @@ from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
+
+from rljax.run import bench_peers
+from rljax.run.bench_peers import SB3_PRESETS, SBX_PRESETS
 
 DEFAULT_PRESETS = ("cartpole-a2c", "cartpole-dqn", "breakout-dqn", "reacher-ddpg")
 SWEEP_VALUES = (1, 2, 4, 8, 16, 32, 64)
@@ -102,14 +104,16 @@ def peak_memory() -> dict:
 
 def measure_preset(preset: str, *, num_envs: int | None = None, num_seeds: int = 1,
                    rounds: int = 3, target_seconds: float = 2.0,
-                   with_ceiling: bool = True) -> dict:
-    """Training (and env-only) steps/s of one preset configuration."""
+                   with_ceiling: bool = True, chunk_steps: int | None = None) -> dict:
+    """Training (and env-only) steps/s of one preset configuration; ``chunk_steps``: env
+    steps per compiled chunk (None: the preset's), shorter for slow learners."""
     from rljax import envs
     from rljax.run.build import build
     from rljax.run.config import from_preset
 
     run = from_preset(preset, num_envs=num_envs, num_seeds=num_seeds, tensorboard=False)
-    run = dataclasses.replace(run, total_steps=10**9)
+    run = dataclasses.replace(run, total_steps=10**9,
+                              chunk_steps=chunk_steps or run.chunk_steps)
     _, _, trainer, _ = build(run)
     state = trainer.init(jax.random.key(run.seed))
     start = time.perf_counter()
@@ -122,13 +126,14 @@ def measure_preset(preset: str, *, num_envs: int | None = None, num_seeds: int =
         box["state"], metrics = chunk(box["state"])
         return metrics
 
-    first = timed(one_chunk)  # warm-up
+    timed(one_chunk)  # warm-up
     # Off-policy presets learn only once the replay holds min_size transitions:
     # fill it first so the figure is the learning loop's.
     deadline = time.perf_counter() + 600
     while not _learning(jax.device_get(one_chunk())) and time.perf_counter() < deadline:
         pass
-    chunks = max(1, round(target_seconds / max(first, 1e-3)))
+    # Chunks per timing from a learning chunk's time (one before learning runs faster).
+    chunks = max(1, round(target_seconds / max(timed(one_chunk), 1e-3)))
 
     def train_sps():
         return chunks * total_steps / timed(lambda: [one_chunk() for _ in range(chunks)][-1])
@@ -151,10 +156,13 @@ def measure_preset(preset: str, *, num_envs: int | None = None, num_seeds: int =
             return chunks * steps * ceiling_envs / timed(lambda: [go() for _ in range(chunks)][-1])
 
         measure["env_only"] = env_sps
+    load = [os.getloadavg()[0]]
     samples = interleaved(measure, rounds)
+    load.append(os.getloadavg()[0])
     out = {"preset": preset, "env_id": run.env_id, "num_envs": run.config.num_envs,
            "num_seeds": num_seeds, "compile_time_s": compile_time,
-           "train_sps": statistics.median(samples["train"]), "samples": samples}
+           "train_sps": statistics.median(samples["train"]), "samples": samples,
+           "loadavg_1min": load}
     if with_ceiling:
         out["env_only_sps"] = statistics.median(samples["env_only"])
         out["ratio"] = out["train_sps"] / out["env_only_sps"]
@@ -180,86 +188,23 @@ def _in_subprocess(kwargs: dict, timeout: float) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def _sb3_model(preset: str):
-    """A Stable-Baselines3 model on the preset's env with its sizes and gradient work:
-    ``(model, warm-up steps, timed steps, what differs)``, or None for no counterpart."""
-    import numpy as np
-    from stable_baselines3 import A2C, DDPG, DQN
-    from stable_baselines3.common.env_util import make_vec_env
-    from stable_baselines3.common.noise import NormalActionNoise
-
-    from rljax.run.config import from_preset
-
-    run = from_preset(preset, tensorboard=False)
-    c = run.config
-    if preset == "cartpole-a2c":
-        vec = make_vec_env(run.env_id, n_envs=c.num_envs)
-        model = A2C("MlpPolicy", vec, n_steps=c.rollout_len, learning_rate=c.actor_lr,
-                    gamma=c.gamma, gae_lambda=c.gae_lambda or 1.0, ent_coef=c.entropy_coef,
-                    policy_kwargs={"net_arch": {"pi": list(c.actor_hidden),
-                                                "vf": list(c.critic_hidden)}}, verbose=0)
-        return model, 2_000, 40_000, "one optimizer (RMSprop) for actor and critic"
-    if preset == "cartpole-dqn":
-        vec = make_vec_env(run.env_id, n_envs=c.num_envs)
-        model = DQN("MlpPolicy", vec, learning_rate=c.lr, buffer_size=c.buffer_size,
-                    learning_starts=c.min_replay, batch_size=c.batch_size, gamma=c.gamma,
-                    train_freq=c.env_steps_per_update, gradient_steps=c.grad_steps,
-                    target_update_interval=c.target_period * c.steps_per_update,
-                    max_grad_norm=c.max_grad_norm or 1e9,
-                    policy_kwargs={"net_arch": list(c.hidden_sizes)}, verbose=0)
-        return (model, c.min_replay + 2_000, 20_000,
-                "uniform replay, plain (not double, dueling or n-step) DQN")
-    if preset == "reacher-ddpg":
-        vec = make_vec_env(run.env_id, n_envs=c.num_envs)
-        dim = vec.action_space.shape[0]
-        noise = NormalActionNoise(np.zeros(dim), c.gaussian_sigma * np.ones(dim))
-        model = DDPG("MlpPolicy", vec, learning_rate=c.critic_lr, buffer_size=c.buffer_size,
-                     learning_starts=c.min_replay, batch_size=c.batch_size, tau=c.tau,
-                     gamma=c.gamma, train_freq=c.env_steps_per_update,
-                     gradient_steps=c.grad_steps, action_noise=noise,
-                     policy_kwargs={"net_arch": list(c.critic_hidden)}, verbose=0)
-        return (model, c.min_replay + 2_000, 10_000,
-                "uniform replay, no target-action smoothing, gymnasium's MuJoCo Reacher")
-    return None
-
-
-def _peers(preset: str) -> list[dict]:
-    """The preset's env and config in installed peer libraries (Stable-Baselines3 on
-    PyTorch), trained in this process after a warm-up: steps/s while learning."""
-    if not importlib.util.find_spec("stable_baselines3"):
-        return []
-    try:
-        built = _sb3_model(preset)
-        if built is None:
-            return []
-        model, warm, steps, differs = built
-        model.learn(warm)
-        start = time.perf_counter()
-        model.learn(steps, reset_num_timesteps=False)
-        sps = steps / (time.perf_counter() - start)
-    except Exception as e:  # noqa: BLE001 - a peer's failure must not cost the suite
-        return [{"library": "stable-baselines3", "preset": preset,
-                 "error": f"{type(e).__name__}: {e}"}]
-    import stable_baselines3
-    import torch
-
-    return [{"library": f"stable-baselines3 {stable_baselines3.__version__} (torch "
-                        f"{torch.__version__}, {torch.get_num_threads()} threads)",
-             "preset": preset, "train_sps": sps, "differs": differs}]
-
-
 def run_suite(presets=DEFAULT_PRESETS, out_dir: str = "benchmarks/results/suite",
               sweep_presets=("cartpole-a2c",), sweep_values=SWEEP_VALUES, rounds: int = 3,
-              timeout: float = 1200) -> dict:
-    """Runs the whole suite and writes results.json, results.md and PNG plots."""
+              timeout: float = 1200, chunk_steps: int | None = None) -> dict:
+    """Runs the whole suite and writes results.json, results.md and PNG plots;
+    ``chunk_steps`` shortens the measured presets' chunks (None: each preset's own)."""
     os.makedirs(out_dir, exist_ok=True)
     results = {"machine": machine(), "rounds": rounds, "presets": [], "num_envs_sweep": [],
                "seeds_sweep": [], "peers": []}
+    chunk = {"chunk_steps": chunk_steps} if chunk_steps else {}
     for preset in presets:
-        results["presets"].append(_in_subprocess({"preset": preset, "rounds": rounds},
+        results["presets"].append(_in_subprocess({"preset": preset, "rounds": rounds, **chunk},
                                                  timeout))
-        results["peers"] += _peers(preset)
         print(_row(results["presets"][-1]), flush=True)
+        peers = bench_peers.peers(preset)
+        results["peers"] += peers
+        for p in peers:
+            print(_peer_row(p, results["presets"][-1]), flush=True)
     for preset in sweep_presets:
         for n in sweep_values:
             results["num_envs_sweep"].append(_in_subprocess(
@@ -285,6 +230,16 @@ def _row(r: dict) -> str:
             f"  compile {r['compile_time_s']:5.1f}s  peak {r['peak_host_mb']:,.0f} MB")
 
 
+def _peer_row(p: dict, ours: dict) -> str:
+    if "missing" in p:
+        return f"{p['preset']:<16} peer: {p['missing']}"
+    if "error" in p:
+        return f"{p['preset']:<16} peer {p['library']} failed: {p['error']}"
+    mine = ours.get("train_sps")
+    ratio = f"  rljax / peer {mine / p['train_sps']:.1f}x" if mine else ""
+    return f"{p['preset']:<16} peer {p['library']}: train {p['train_sps']:>10,.0f}/s{ratio}"
+
+
 def markdown(results: dict) -> str:
     """The suite's tables as markdown."""
     m = results["machine"]
@@ -293,6 +248,11 @@ def markdown(results: dict) -> str:
              f"medians of {results.get('rounds', 3)} interleaved rounds.", "",
              "| preset | env | envs | env-only steps/s | training steps/s | ratio | compile s "
              "| peak host MB |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    loads = [x for key in ("presets", "num_envs_sweep", "seeds_sweep")
+             for r in results[key] for x in r.get("loadavg_1min", ())]
+    if loads:  # other processes' load moves the figures; say how busy the machine was
+        lines[0] += (f" 1-minute load average during the timed rounds: {min(loads):.1f} to "
+                     f"{max(loads):.1f} on {m['cpu_count']} cores.")
     for r in results["presets"]:
         if "error" in r:
             lines.append(f"| {r['preset']} | error: {r['error']} | | | | | | |")
@@ -312,7 +272,7 @@ def markdown(results: dict) -> str:
             n = r["num_envs"] if label == "num_envs" else r["num_seeds"]
             lines.append(f"| {n} | {r['train_sps']:,.0f} | {r.get('env_only_sps', 0):,.0f} | "
                          f"{r['train_sps'] / base:.1f}x |")
-    peers = [p for p in results["peers"] if "error" not in p]
+    peers = [p for p in results["peers"] if "error" not in p and "missing" not in p]
     if peers:
         ours = {r["preset"]: r.get("train_sps") for r in results["presets"]}
         lines += ["", "Peers: the same env, sizes and gradient work, steps/s while learning", "",
@@ -326,6 +286,8 @@ def markdown(results: dict) -> str:
     for p in results["peers"]:
         if "error" in p:
             lines.append(f"\nPeer {p['library']} on {p['preset']} failed: {p['error']}")
+        elif "missing" in p:
+            lines.append(f"\n{p['preset']}: {p['missing']}.")
     return "\n".join(lines) + "\n"
 
 
@@ -361,11 +323,18 @@ def plot_sweeps(results: dict, out_dir: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="rljax bench", description=__doc__.splitlines()[0])
-    parser.add_argument("--presets", nargs="*", default=list(DEFAULT_PRESETS))
+    parser.add_argument("--presets", nargs="*", default=list(DEFAULT_PRESETS),
+                        help=f"presets to measure (default: {' '.join(DEFAULT_PRESETS)}); "
+                             f"with a Stable-Baselines3 peer: {' '.join(SB3_PRESETS)}; with "
+                             f"an sbx peer: {' '.join(SBX_PRESETS)}")
     parser.add_argument("--sweep", nargs="*", default=["cartpole-a2c"],
                         help="presets to sweep over num_envs and seeds")
     parser.add_argument("--values", nargs="*", type=int, default=list(SWEEP_VALUES))
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--chunk-steps", type=int, default=None,
+                        help="env steps per compiled chunk of the measured presets (default: "
+                             "each preset's; e.g. 1000 for reacher-td3 and reacher-sac, whose "
+                             "20,000-step chunks take minutes each on 2 cores)")
     parser.add_argument("--out", default="benchmarks/results/suite")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -376,7 +345,8 @@ def main(argv: list[str] | None = None) -> int:
 
     for name in args.presets + args.sweep:
         get_preset(name)
-    run_suite(args.presets, args.out, args.sweep, tuple(args.values), args.rounds)
+    run_suite(args.presets, args.out, args.sweep, tuple(args.values), args.rounds,
+              chunk_steps=args.chunk_steps)
     print(f"wrote {args.out}/results.json, results.md and plots")
     return 0
 

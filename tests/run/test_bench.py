@@ -7,10 +7,10 @@ import time
 
 import jax
 
-from rljax.run import bench
+from rljax.run import bench, bench_peers
 
 MEASURED_KEYS = {"preset", "env_id", "num_envs", "num_seeds", "compile_time_s", "train_sps",
-                 "samples", "env_only_sps", "ratio", "peak_host_mb"}
+                 "samples", "env_only_sps", "ratio", "peak_host_mb", "loadavg_1min"}
 
 
 def test_measure_preset_reports_ceiling_training_compile_and_memory():
@@ -31,6 +31,7 @@ def test_measure_preset_reports_ceiling_training_compile_and_memory():
     assert r["ratio"] < 1
     assert 0 < r["compile_time_s"] < elapsed
     assert math.isfinite(r["peak_host_mb"]) and r["peak_host_mb"] > 100
+    assert len(r["loadavg_1min"]) == 2 and all(x >= 0 for x in r["loadavg_1min"])
     assert json.loads(json.dumps(r)) == r  # what a subprocess hands back
     line = bench._row(r)
     assert line.startswith("cartpole-a2c") and "envs=4" in line and "seeds=1" in line
@@ -38,6 +39,8 @@ def test_measure_preset_reports_ceiling_training_compile_and_memory():
     assert f"env-only {r['env_only_sps']:>10,.0f}/s" in line
     text = bench.markdown({"machine": bench.machine(), "presets": [r], "num_envs_sweep": [],
                            "seeds_sweep": [], "peers": []})
+    low, high = sorted(r["loadavg_1min"])
+    assert f"load average during the timed rounds: {low:.1f} to {high:.1f}" in text
     assert (f"| cartpole-a2c | CartPole-v1 | 4 | {r['env_only_sps']:,.0f} | "
             f"{r['train_sps']:,.0f} | {r['ratio']:.2f} | {r['compile_time_s']:.1f} | "
             f"{r['peak_host_mb']:,.0f} |") in text
@@ -103,3 +106,85 @@ def test_buffer_benchmark_scan_timings_and_table():
                 marginal_us=4 * r["marginal_us"]) for r in rows]
     text = buffers.table(rows + fbx)
     assert text.count("2.0x") == 2 and text.count("3.0x") == 2 and text.count("4.0x") == 2
+
+
+def test_sbx_peer_not_installed_gives_a_clear_row(monkeypatch):
+    """Without sbx the suite still runs: PPO, TD3 and SAC presets get a row saying so."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "sbx" else real(name, *a))
+    for preset in ("cartpole-ppo", "reacher-td3", "reacher-sac"):
+        assert preset in bench_peers.SBX_PRESETS
+        assert bench_peers._sbx_peer(preset) == [{"library": "sbx", "preset": preset,
+                                            "missing": bench_peers.SBX_MISSING}]
+    assert bench_peers._sbx_peer("cartpole-dqn") == []  # no sbx counterpart
+    missing = bench_peers._sbx_peer("reacher-sac")[0]
+    line = bench._peer_row(missing, {"train_sps": 100.0})
+    assert line.startswith("reacher-sac") and "sbx-rl is not installed" in line
+    row = {"preset": "reacher-sac", "env_id": "Reacher-v5", "num_envs": 20, "num_seeds": 1,
+           "env_only_sps": 1000.0, "train_sps": 100.0, "ratio": 0.1, "compile_time_s": 3.0,
+           "peak_host_mb": 500.0}
+    peer = {"library": "sbx 0.1 (jax 0.1)", "preset": "reacher-sac", "train_sps": 50.0,
+            "differs": "gymnasium's MuJoCo env"}
+    text = bench.markdown({"machine": bench.machine(), "presets": [row], "num_envs_sweep": [],
+                           "seeds_sweep": [], "peers": [missing, peer]})
+    assert f"reacher-sac: {bench_peers.SBX_MISSING}." in text
+    assert "| reacher-sac | sbx 0.1 (jax 0.1) | 50 | 100 | 2.0x | gymnasium's MuJoCo env |" in text
+    assert bench._peer_row(peer, row).endswith("rljax / peer 2.0x")
+    assert "failed: boom" in bench._peer_row(dict(peer, error="boom"), row)
+
+
+def test_profiling_flop_counts_and_gemm_rate():
+    """benchmarks/profiling.py: the analytic FLOP counts by hand, and a GEMM rate."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from benchmarks import profiling
+
+    assert profiling.mlp_forward_flops(2, (3, 5, 1)) == 2 * 2 * (3 * 5 + 5 * 1)
+    assert profiling.mlp_backward_flops(2, (3, 5, 1), params=True, input_grad=False) == (
+        2 * 2 * (15 + 5) + 2 * 2 * 5)
+    assert profiling.mlp_backward_flops(2, (3, 5, 1), params=False, input_grad=True) == (
+        2 * 2 * (15 + 5))
+    # TD3 on Reacher (obs 10, actions 2) with 256x256 networks at batch 256:
+    n, h = 256, 256
+    fwd_c = 2 * n * (12 * h + h * h + h)
+    fwd_a = 2 * n * (10 * h + h * h + h * 2)
+    bwd_c = fwd_c + 2 * n * (h * h + h)  # weights, and inputs past the first layer
+    bwd_a = fwd_a + 2 * n * (h * h + h * 2)
+    td3 = profiling.td3_step_flops(n, 10, 2, (h, h), (h, h), policy_delay=2)
+    assert td3["target"] == fwd_a + 2 * fwd_c
+    assert td3["critics"] == 2 * (fwd_c + bwd_c)
+    assert td3["actor"] == (fwd_a + fwd_c + fwd_c + bwd_a) / 2
+    assert td3["total"] == td3["target"] + td3["critics"] + td3["actor"]
+    assert 400e6 < td3["total"] < 402e6
+    sac = profiling.sac_step_flops(n, 10, 2, (h, h), (h, h))
+    fwd_s = 2 * n * (10 * h + h * h + h * 4)
+    assert sac["actor"] == fwd_s + 2 * (fwd_c + fwd_c) + fwd_s + 2 * n * (h * h + h * 4)
+    rate = profiling.gemm_rate(64, seconds=0.01)()
+    assert math.isfinite(rate) and rate > 0
+
+
+def test_on_policy_update_flops():
+    import sys
+    import types
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from benchmarks import profiling
+    from rljax.agents.ppo import PPOConfig
+    from rljax.agents.pqn import PQNConfig
+
+    spec = types.SimpleNamespace(obs_shape=(4,), discrete=True, num_actions=2, action_shape=())
+    ppo = PPOConfig()  # 32 x 16 samples, 4 epochs, 64-64 actor and critic
+    per_sample = lambda sizes: 3 * profiling.mlp_forward_flops(1, sizes) - 2 * sizes[0] * sizes[1]
+    assert profiling.on_policy_update_flops("ppo", ppo, spec) == 4 * 512 * (
+        per_sample((4, 64, 64, 2)) + per_sample((4, 64, 64, 1)))
+    pqn = PQNConfig()  # 128-128 Q-network
+    q = (4, 128, 128, 2)
+    assert profiling.on_policy_update_flops("pqn", pqn, spec) == (
+        4 * 512 * per_sample(q) + (512 + 32) * profiling.mlp_forward_flops(1, q))
+    assert profiling.on_policy_update_flops("a2c", ppo, spec) is None
