@@ -14,3 +14,23 @@ if _HERE not in sys.path:
 # convolutions default to TF32 inputs (about 1e-3 relative error), so ask for full float32
 # there (XLA:CPU computes float32 dots in full precision either way).
 jax.config.update("jax_default_matmul_precision", "highest")
+
+
+# The longest test files, longest first. With ``-n 2 --dist loadfile`` (the suite's command)
+# each worker takes whole files in collection order, so these go first and the short
+# files fill in behind them; files holding other slow tests follow, then the rest.
+LONGEST_FIRST = ("parallel/test_multihost.py", "parallel/test_devices.py",
+                 "run/test_checkpoint_faults.py", "run/test_checkpoint.py",
+                 "parallel/test_sweep.py", "run/test_resume.py")
+
+
+def pytest_collection_modifyitems(session, config, items):
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+
+    def rank(item):
+        name = item.path.relative_to(pathlib.Path(_HERE)).as_posix()
+        if name in LONGEST_FIRST:
+            return LONGEST_FIRST.index(name)
+        return len(LONGEST_FIRST) + (item.path not in slow_files)
+
+    items.sort(key=rank)

@@ -26,7 +26,8 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from rljax.envs.spec import EnvSpec, check_options
+from rljax import resources
+from rljax.envs.spec import EnvSpec, check_options, is_atari_config, task_spaces, task_spec
 from rljax.envs.stats import EpisodeStats, init_stats, update_stats
 from rljax.types import Array, Split
 
@@ -87,6 +88,9 @@ class Env(NamedTuple):
             ``lax.scan``; not vmappable (one pool per program).
         host_step: ``host_step(action) -> (obs, reward, terminated, truncated, info)``
             NumPy-level step with rljax's dtype conversions, for scripts and tests.
+        state_shapes: ``state_shapes() -> EnvState`` of ``jax.ShapeDtypeStruct`` s: what
+            ``reset()`` returns, without resetting (for checks made before a run
+            allocates); None where the env does not say.
     """
 
     spec: EnvSpec
@@ -94,6 +98,7 @@ class Env(NamedTuple):
     reset: Callable[[], EnvState]
     step: Callable[[EnvState, Array], tuple[EnvState, StepResult]]
     host_step: Callable[[Any], tuple]
+    state_shapes: Callable[[], EnvState] | None = None
 
 
 def _x64_context(enabled: bool):
@@ -127,7 +132,7 @@ def _build_spec(task_id: str, num_envs: int, pool: Any, options: dict) -> tuple[
         action_high=high,
         max_episode_steps=int(config.max_episode_steps),
         reward_threshold=None if threshold is None else float(threshold),
-        is_atari="episodic_life" in config._fields and "stack_num" in config._fields,
+        is_atari=is_atari_config(config._fields),
         options=tuple(sorted(options.items())),
     )
     return spec, needs_x64
@@ -225,8 +230,9 @@ def make(task_id: str, num_envs: int = 8, seed: int = 0, *, num_seeds: int = 1,
         An :class:`Env`.
 
     Raises:
-        ValueError: unknown task id (with suggestions), ``num_envs < 1``, a bad
-            seed, or an option the task does not have; raised before any pool is built.
+        ValueError: unknown task id (with suggestions), a task whose spaces no rljax
+            agent takes, ``num_envs < 1``, a bad seed, an option the task does not have,
+            or more envs than the host memory holds; raised before any pool is built.
     """
     import envpool
 
@@ -240,6 +246,7 @@ def make(task_id: str, num_envs: int = 8, seed: int = 0, *, num_seeds: int = 1,
         raise ValueError(f"member_seeds must hold num_seeds={num_seeds} seeds in [0, 2**31), "
                          f"got {member_seeds!r}")
     total = int(num_envs) * num_seeds
+    _check_pool_memory(task_id, total, num_seeds)
     seeds = [s for member in member_seeds for s in env_seeds(member, int(num_envs))]
     stats_envs = total
     if data_shard is not None:
@@ -279,9 +286,7 @@ def make(task_id: str, num_envs: int = 8, seed: int = 0, *, num_seeds: int = 1,
         member_axis = num_seeds > 1
     raw_step = _seed_batched(pool_step, num_seeds) if member_axis else pool_step
 
-    def reset() -> EnvState:
-        obs, _ = pool.reset()
-        obs = jnp.asarray(np.asarray(obs).astype(spec.obs_dtype, copy=False))
+    def initial_state(obs: Array) -> EnvState:
         state = EnvState(handle=jnp.asarray(handle0), obs=obs, done=jnp.zeros((total,), bool),
                          stats=init_stats(stats_envs))
         if not member_axis:
@@ -291,6 +296,14 @@ def make(task_id: str, num_envs: int = 8, seed: int = 0, *, num_seeds: int = 1,
                         obs=split(obs), done=split(state.done),
                         stats=jax.vmap(lambda _: init_stats(spec.num_envs))(
                             jnp.arange(num_seeds)))
+
+    def reset() -> EnvState:
+        obs, _ = pool.reset()
+        return initial_state(jnp.asarray(np.asarray(obs).astype(spec.obs_dtype, copy=False)))
+
+    def state_shapes() -> EnvState:
+        return jax.eval_shape(lambda: initial_state(
+            jnp.zeros((total,) + spec.obs_shape, spec.obs_dtype)))
 
     def step(state: EnvState, action: Array) -> tuple[EnvState, StepResult]:
         handle, obs, reward, terminated, truncated, (raw_reward, game_over) = raw_step(
@@ -315,4 +328,14 @@ def make(task_id: str, num_envs: int = 8, seed: int = 0, *, num_seeds: int = 1,
                 np.asarray(reward, np.float32), np.asarray(terminated, bool),
                 np.asarray(truncated, bool), info)
 
-    return Env(spec=spec, pool=pool, reset=reset, step=step, host_step=host_step)
+    return Env(spec=spec, pool=pool, reset=reset, step=step, host_step=host_step,
+               state_shapes=state_shapes)
+
+
+def _check_pool_memory(task_id: str, num_envs: int, num_seeds: int) -> None:
+    """Refuses a pool whose envs alone would not fit in the host memory available."""
+    space, _ = task_spaces(task_spec(task_id))
+    need = resources.env_pool_bytes(num_envs, space.shape, space.dtype)
+    what = f"{num_envs:,} envpool envs"
+    resources.check_fits({what: need}, {what: "num_envs" + (
+        f" or the number of members ({num_seeds})" if num_seeds > 1 else "")})

@@ -6,9 +6,11 @@ option fails fast with a message that names the problem.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import functools
+import warnings
 from typing import Any
 
 import numpy as np
@@ -87,11 +89,115 @@ def check_task_id(task_id: str) -> None:
         raise ValueError(f"unknown task id {task_id!r}{hint}")
 
 
+# Config fields every Atari (ALE) task has; ViZDoom tasks share the first two only.
+_ATARI_FIELDS = ("episodic_life", "stack_num", "reward_clip", "noop_max")
+
+
+def is_atari_config(fields: Any) -> bool:
+    """Whether an envpool config with these field names is an Atari game's."""
+    return all(name in fields for name in _ATARI_FIELDS)
+
+
 def is_atari_task(task_id: str) -> bool:
+    return is_atari_config(task_spec(task_id).config._fields)
+
+
+def task_spec(task_id: str, options: dict[str, Any] | None = None) -> Any:
+    """envpool's spec of ``task_id`` (with ``options``), without building a pool.
+
+    Raises:
+        ValueError: naming the task and envpool's reason where it cannot make the task
+            here (a missing system library, a task that needs files of its own).
+    """
     import envpool
 
-    spec = envpool.make_spec(task_id)
-    return "episodic_life" in spec.config._fields and "stack_num" in spec.config._fields
+    try:
+        with _quiet_spaces():
+            return envpool.make_spec(task_id, **(options or {}))
+    except Exception as e:  # noqa: BLE001 - envpool raises ImportError, RuntimeError, ...
+        text = str(e).strip()
+        first = text.splitlines()[0][:300] if text else type(e).__name__
+        raise ValueError(f"task {task_id} cannot be made here: {first}") from None
+
+
+SUPPORTED_TASKS = ("rljax agents take single-player tasks with one Box observation, a "
+                   "vector (1-D) or channels-first uint8 frames (C, H, W) with H, W >= 36, "
+                   "and Discrete or 1-D Box actions with finite float32 bounds (e.g. "
+                   "CartPole-v1, Breakout-v5, Reacher-v5, HalfCheetah-v5)")
+_MIN_FRAME = 36  # the Nature CNN's smallest input (8x8 stride 4, 4x4 stride 2, 3x3)
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def _describe_space(space: Any) -> str:
+    kind = type(space).__name__
+    if kind == "Dict":
+        return f"dict observations (keys {', '.join(map(str, space.spaces))})"
+    if kind == "Discrete":
+        return f"discrete observations ({int(space.n)} states)"
+    if kind == "Box":
+        return f"observations of shape {tuple(space.shape)} and dtype {space.dtype}"
+    return f"{kind} observations of shape {getattr(space, 'shape', None)}"
+
+
+def _observation_problem(space: Any) -> str | None:
+    if type(space).__name__ != "Box":
+        return _describe_space(space)
+    shape = tuple(int(d) for d in space.shape)
+    if len(shape) == 1:
+        return None
+    if len(shape) == 3 and np.dtype(space.dtype) == np.uint8 and min(shape[1:]) >= _MIN_FRAME:
+        return None
+    return _describe_space(space)
+
+
+def _action_problem(space: Any) -> str | None:
+    kind = type(space).__name__
+    if kind == "Discrete":
+        return None
+    if kind != "Box" or len(space.shape) != 1:
+        return f"{kind} actions of shape {getattr(space, 'shape', None)}"
+    low = np.asarray(space.low, np.float64)
+    high = np.asarray(space.high, np.float64)
+    if not (np.all(np.abs(low) <= _FLOAT32_MAX) and np.all(np.abs(high) <= _FLOAT32_MAX)
+            and np.all(low < high)):
+        return (f"Box actions with bounds [{low.min():g}, {high.max():g}] (not finite "
+                f"float32 bounds with low < high)")
+    return None
+
+
+@contextlib.contextmanager
+def _quiet_spaces():
+    """gymnasium warns that float64 Box bounds are stored as float32: harmless here."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*precision lowered.*")
+        yield
+
+
+def task_spaces(spec: Any) -> tuple[Any, Any]:
+    """``(observation_space, action_space)`` of an envpool spec (built on first use)."""
+    with _quiet_spaces():
+        return spec.observation_space, spec.action_space
+
+
+def check_spaces(task_id: str, spec: Any) -> None:
+    """Refuses a task whose observations, actions or players no rljax agent takes.
+
+    Raises:
+        ValueError: naming the task, what it has and what is supported.
+    """
+    players = getattr(spec.config, "max_num_players", 1)
+    observations, actions = task_spaces(spec)
+    problem = f"{players} players" if players != 1 else (
+        _observation_problem(observations) or _action_problem(actions))
+    if problem is not None:
+        raise ValueError(f"task {task_id} has {problem}; {SUPPORTED_TASKS}")
+
+
+def check_task(task_id: str) -> None:
+    """Refuses an unknown task id (suggesting close matches), a task envpool cannot make
+    here, and one whose spaces no rljax agent takes."""
+    check_task_id(task_id)
+    check_spaces(task_id, task_spec(task_id))
 
 
 def check_options(task_id: str, num_envs: Any, seed: Any, options: dict[str, Any]) -> dict:
@@ -100,14 +206,14 @@ def check_options(task_id: str, num_envs: Any, seed: Any, options: dict[str, Any
     Raises:
         ValueError: naming the bad argument, its value and what is allowed.
     """
-    import envpool
-
     check_task_id(task_id)
     if isinstance(num_envs, bool) or not isinstance(num_envs, int | np.integer) or num_envs < 1:
         raise ValueError(f"num_envs must be an integer >= 1, got {num_envs!r}")
     if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or not 0 <= seed < 2**31:
         raise ValueError(f"seed must be an integer in [0, 2**31), got {seed!r}")
-    fields = envpool.make_spec(task_id).config._fields
+    spec = task_spec(task_id)
+    check_spaces(task_id, spec)
+    fields = spec.config._fields
     allowed = sorted(f for f in fields if f not in _MANAGED_OPTIONS)
     for name in options:
         if name in _MANAGED_OPTIONS:
@@ -118,7 +224,7 @@ def check_options(task_id: str, num_envs: Any, seed: Any, options: dict[str, Any
             hint = f" (did you mean {', '.join(map(repr, close))}?)" if close else ""
             raise ValueError(f"unknown option {name!r} for {task_id}{hint}; "
                              f"allowed: {', '.join(allowed)}")
-    merged = dict(ATARI_DEFAULTS) if is_atari_task(task_id) else {}
+    merged = dict(ATARI_DEFAULTS) if is_atari_config(fields) else {}
     merged.update(options)
     for name in ("max_episode_steps", "num_threads", "frame_skip", "stack_num", "noop_max"):
         if name in merged and (not isinstance(merged[name], int | np.integer) or merged[name] < (

@@ -68,6 +68,24 @@ def check_split(num_envs: int, num_devices: int, batch_size: int | None = None) 
                          f"{num_devices}")
 
 
+# Agent config fields that keep running statistics of the rollout in the agent state.
+# Data-parallel learning hands each device its own shard of the rollout, so those
+# statistics would differ between devices (and PPO's per-env reward scaler is sized for
+# all envs); such runs are refused until the statistics are merged across devices.
+RUNNING_STATISTICS = ("normalize_obs", "reward_scaling")
+
+
+def check_statistics(config: Any) -> None:
+    """Refuses a data-parallel agent whose config turns on running statistics."""
+    on = [name for name in RUNNING_STATISTICS if getattr(config, name, False)]
+    if on:
+        raise ValueError(f"{', '.join(f'{n}=True' for n in on)} cannot be used with "
+                         f"data-parallel learning (--devices with one seed): each device "
+                         f"would keep statistics of its own shard of the envs; set "
+                         f"{', '.join(f'{n}=False' for n in on)}, or train seeds or sweep "
+                         f"values on the devices instead")
+
+
 def make_env(task_id: str, num_envs: int, seed: int, mesh: Mesh, **options) -> Env:
     """The run's ``num_envs`` envs in one pool per device of ``mesh``.
 

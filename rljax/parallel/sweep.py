@@ -7,7 +7,10 @@ traced scalar in place of the config's Python number, and the agent is built
 from that config. Learning rates, discounts, loss coefficients, exploration
 scales and the like qualify. A field that sizes arrays or loops (batch size,
 network widths, n-step length, num_envs, ...) or steers Python control flow is
-refused with :class:`SweepError` before anything is compiled.
+refused with :class:`SweepError` before anything is compiled or allocated: the
+fields of :data:`STRUCTURAL_FIELDS` by name, any other one when the run is
+assembled, by tracing the program from abstract inputs (:func:`refusing`). Values
+that repeat (or that print the same, naming the same member folder) are refused too.
 """
 
 from __future__ import annotations
@@ -21,9 +24,14 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-# Fields that size the environment pool or the replay layout outside the agent's
-# program: refused without trying.
-STRUCTURAL_FIELDS = ("num_envs",)
+# Fields that, by the loops' and agents' conventions, set an array shape or a loop length
+# (the environment pool, rollouts, replay, batches, epochs, distributional atoms):
+# refused without trying.
+STRUCTURAL_FIELDS = ("num_envs", "rollout_len", "env_steps_per_update", "grad_steps",
+                     "batch_size", "buffer_size", "n_step", "num_epochs", "num_minibatches",
+                     "num_atoms", "total_updates")
+_SEPARATE_RUNS = ("so its values cannot share one program; run one training per value "
+                  "instead")
 
 
 class SweepError(ValueError):
@@ -42,9 +50,12 @@ def check_sweep(config: Any, field: str, values: Sequence[float]) -> None:
     if field not in names:
         raise SweepError(f"unknown field {field!r} for {type(config).__name__}; allowed: "
                          f"{', '.join(names)}")
-    if field in STRUCTURAL_FIELDS:
+    if field == "num_envs":
         raise SweepError(f"--sweep {field}: it sets the number of environments, a shape "
-                         "shared by all members; run one training per value instead")
+                         f"shared by all members, {_SEPARATE_RUNS}")
+    if field in STRUCTURAL_FIELDS:
+        raise SweepError(f"--sweep {field}: this hyperparameter sets a shape of the program "
+                         f"(an array size or a loop length), {_SEPARATE_RUNS}")
     current = getattr(config, field)
     if isinstance(current, bool) or not isinstance(current, int | float):
         raise SweepError(f"--sweep {field}: only numeric hyperparameters can be swept, and "
@@ -53,6 +64,21 @@ def check_sweep(config: Any, field: str, values: Sequence[float]) -> None:
         raise SweepError(f"--sweep {field}: give two values or more, got {list(values)!r}")
     for value in values:
         dataclasses.replace(config, **{field: value})
+    _check_distinct(field, values)
+
+
+def _check_distinct(field: str, values: Sequence[float]) -> None:
+    """Refuses repeated values, and values that print alike (``{value:g}`` names each
+    member's folder, ``FIELD=VALUE_seed_S``)."""
+    seen: dict[str, float] = {}
+    for value in values:
+        name = f"{value:g}"
+        if name in seen:
+            same = "repeats" if seen[name] == value else f"prints as {name} like {seen[name]!r}"
+            raise SweepError(f"--sweep {field}: value {value!r} {same}; give each member a "
+                             f"value of its own (distinct in 6 significant digits), got "
+                             f"{list(values)!r}")
+        seen[name] = value
 
 
 def with_value(config: Any, field: str, value: Any) -> Any:
@@ -86,16 +112,17 @@ def sweep_builder(make_trainer: Callable[[Any], Any], config: Any, field: str
 @contextlib.contextmanager
 def refusing(field: str):
     """Turns a tracing failure caused by the swept hyperparameter (a traced value
-    where a Python number is needed) into a :class:`SweepError` naming it."""
+    where a Python number is needed, or a check refusing a tracer) into a
+    :class:`SweepError` naming it."""
     try:
         yield
-    except (TypeError, jax.errors.UnexpectedTracerError) as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    except (TypeError, jax.errors.UnexpectedTracerError, ValueError) as e:
+        if isinstance(e, ValueError) and "Tracer" not in str(e):
+            raise
         raise SweepError(
             f"--sweep {field}: this hyperparameter sets a shape or the structure of the "
             f"program (for example a batch or network size, a loop length, or a Python "
-            f"branch), so its values cannot share one program; run one training per value "
-            f"instead ({type(e).__name__}: {first[:200]})") from None
+            f"branch), {_SEPARATE_RUNS}") from None
 
 
 def checked_init(trainer: Any, field: str) -> Any:

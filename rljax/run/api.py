@@ -3,6 +3,7 @@
     run = rljax.train("cartpole-a2c", total_steps=300_000, seed=1)
     run.policy(obs)                 # greedy action(s), NumPy in and out
     run.save()                      # checkpoint into run.run_dir
+    more = rljax.train(resume=run.run_dir, total_steps=600_000)   # continue it
     again = rljax.load(run.run_dir)
     rljax.evaluate(again, episodes=20)
 """
@@ -11,18 +12,18 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import os
 from typing import Any
 
 import jax
 import numpy as np
 
-from rljax.run import checkpoint
+from rljax import validate
+from rljax.run import checkpoint, preflight
 from rljax.run.build import build
-from rljax.run.config import RunConfig, from_preset
+from rljax.run.config import RunConfig, from_preset, override
 from rljax.run.driver import train_run
-from rljax.run.logging import read_jsonl
+from rljax.run.logging import read_json, read_jsonl
 from rljax.run.presets import Preset
 from rljax.run.rundir import manifest
 
@@ -78,26 +79,35 @@ class Run:
         return self.policy(obs)
 
     def save(self) -> str:
-        """Writes a checkpoint of the whole train state into ``run_dir``."""
+        """Writes a checkpoint of the whole train state into ``run_dir`` (replacing one of
+        the same env step); returns its folder."""
         return checkpoint.save(self.run_dir, self.state, manifest(self.config))
 
 
-def train(preset_or_config: str | Preset | RunConfig, *, progress: bool = False,
+def train(preset_or_config: str | Preset | RunConfig | None = None, *, progress: bool = False,
           run_dir: str | None = None, resume: str | None = None, **overrides: Any) -> Run:
     """Trains an agent and returns the :class:`Run`.
 
     Args:
         preset_or_config: a preset name (see ``rljax presets``), a Preset, or a
-            RunConfig.
+            RunConfig; None with ``resume``: the configuration the checkpoint was saved
+            with (``overrides`` apply to it).
         progress: draw the progress line on stderr.
         run_dir: run directory (default: a new folder under ``logdir``).
-        resume: a run directory to continue from its checkpoint.
+        resume: a run directory to continue from its newest checkpoint; only the fields
+            of :data:`rljax.run.checkpoint.RESUMABLE_CHANGES` may differ from it.
         **overrides: ``env``, ``total_steps``, ``seed``, ``num_envs``, ``num_seeds``,
-            ``sweep`` (``"field=v1,v2"`` or ``("field", [v1, v2])``), ``logdir``,
-            ``eval_every``, ``eval_episodes``, ``tensorboard`` and any field of the
-            agent's config (presets only).
+            ``sweep`` (``"field=v1,v2"`` or ``("field", [v1, v2])``), ``devices``,
+            ``logdir``, ``eval_every``, ``eval_episodes``, ``checkpoint_every``, ``chunk_steps``,
+            ``tensorboard``, ``wandb_project`` and any field of the agent's config (not
+            with a RunConfig).
     """
-    if isinstance(preset_or_config, RunConfig):
+    preflight.check_api_call(preset_or_config, overrides, progress)
+    if preset_or_config is None:
+        if resume is None:
+            raise ValueError("train needs a preset or RunConfig, or resume=RUN_DIR")
+        run = override(checkpoint.saved_run(resume), **overrides)
+    elif isinstance(preset_or_config, RunConfig):
         if overrides:
             raise ValueError("overrides apply to presets; pass a complete RunConfig instead "
                              f"(got {', '.join(overrides)})")
@@ -118,15 +128,19 @@ def load(run_dir: str) -> Run:
     path = os.path.join(run_dir, "config.json")
     if not os.path.isfile(path):
         raise ValueError(f"{run_dir!r} is not an rljax run directory (no config.json)")
-    with open(path) as f:
-        run = RunConfig.from_dict(json.load(f))
+    data = read_json(path)
+    try:
+        run = RunConfig.from_dict(data)
+    except (KeyError, TypeError, AttributeError) as e:
+        raise ValueError(f"{path} is not an rljax run config ({type(e).__name__}: "
+                         f"{e})") from None
     checkpoint.check_compatible(checkpoint.read_manifest(run_dir), run.to_dict())
     env, agent, trainer, _ = build(run)
     state = checkpoint.restore(run_dir, trainer.init(jax.random.key(run.seed)))
     metrics_path = os.path.join(run_dir, "metrics.jsonl")
     metrics = read_jsonl(metrics_path) if os.path.isfile(metrics_path) else []
     summary_path = os.path.join(run_dir, "summary.json")
-    summary = json.load(open(summary_path)) if os.path.isfile(summary_path) else {}
+    summary = read_json(summary_path) if os.path.isfile(summary_path) else {}
     return Run(run_dir, run, state, metrics, summary, agent, env.spec)
 
 
@@ -138,6 +152,8 @@ def evaluate(run: Run | str, episodes: int = 10, seed: int | None = None) -> dic
     """
     from rljax.loops.evaluation import make_evaluator
 
+    validate.integer("episodes", episodes, low=1)
+    validate.integer("seed", seed, low=0, high=validate.INT32_LIMIT - 1, optional=True)
     if isinstance(run, str):
         run = load(run)
     seed = run.config.seed + 10_000 if seed is None else seed

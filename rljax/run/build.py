@@ -3,6 +3,11 @@
 One member (a seed, a sweep value) is one agent and one trainer; several members
 become one vectorized trainer over one envpool pool, optionally sharded over
 devices, and a single agent on several devices learns data-parallel.
+
+Assembling allocates nothing large and compiles nothing: the checks of
+:mod:`rljax.run.preflight` (replay structure, int32 counters, a swept field that sets a
+shape, memory) run on the way, so a run that cannot work is refused here, before the
+driver opens its run directory.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from rljax import envs
 from rljax.loops.state import Trainer
 from rljax.parallel import data_parallel, devices, sweep
 from rljax.parallel.members import vectorize_members, vectorize_seeds
+from rljax.run import preflight
 from rljax.run.config import RunConfig
 from rljax.run.registry import get_algorithm
 
@@ -29,12 +35,17 @@ def build(run: RunConfig) -> tuple[envs.Env, Any, Trainer, int]:
 
     Raises:
         rljax.parallel.sweep.SweepError: the swept hyperparameter changes shapes.
+        ValueError: a run that cannot work (see :mod:`rljax.run.preflight`): a replay
+            smaller than a batch, counters that would overflow, more memory than there is.
     """
     run = with_run_length(run)
     algo = get_algorithm(run.algo)
+    preflight.check_replay(run)
     members = run.members
     mesh = None
     if run.devices > 1:
+        if len(members) == 1:
+            data_parallel.check_statistics(run.config)
         available = jax.devices()
         if run.devices > len(available):
             raise ValueError(f"devices={run.devices} but JAX sees {len(available)} "
@@ -57,6 +68,8 @@ def build(run: RunConfig) -> tuple[envs.Env, Any, Trainer, int]:
 
     trainer = make_trainer(run.config)
     num_chunks = _num_chunks(run, trainer)
+    preflight.check_counters(run, trainer.steps_per_update, trainer.updates_per_chunk,
+                             num_chunks)
     if run.sweep is not None:
         field, values = run.sweep
         builder = sweep.sweep_builder(make_trainer, run.config, field)
@@ -67,9 +80,24 @@ def build(run: RunConfig) -> tuple[envs.Env, Any, Trainer, int]:
         trainer = vectorize_seeds(trainer, env, run.seed)
     if mesh is not None:
         trainer = devices.shard_trainer(trainer, env, [s for s, _ in members], mesh)
-    if run.sweep is not None:
-        trainer = sweep.checked_init(trainer, run.sweep[0])
+    if not _check_state(run, env, trainer, algo.loop) and run.sweep is not None:
+        trainer = sweep.checked_init(trainer, run.sweep[0])  # traced at init instead
+    preflight.warn_if_never_learning(run)
     return env, agent, trainer, num_chunks
+
+
+def _check_state(run: RunConfig, env: envs.Env, trainer: Trainer, loop: str) -> bool:
+    """Traces the initial state (and, for a sweep, one chunk) from abstract inputs and
+    checks the run's memory; returns whether the state could be traced here (not for
+    envs sharded over devices)."""
+    if run.sweep is not None and env.state_shapes is not None:
+        with sweep.refusing(run.sweep[0]):
+            state = preflight.abstract_state(trainer, env, run)
+            jax.eval_shape(trainer.chunk, state)
+    else:
+        state = preflight.abstract_state(trainer, env, run)
+    preflight.check_memory(run, env.spec, state, loop)
+    return state is not None
 
 
 def with_run_length(run: RunConfig) -> RunConfig:
@@ -108,5 +136,9 @@ def _build_data_parallel(run: RunConfig, algo, device_list) -> tuple[envs.Env, A
     agent = algo.make_agent(run.config, env.spec, **data_parallel.agent_options(algo.make_agent))
     trainer = algo.make_trainer(agent, env, run.config, _updates_per_chunk(run), run.threshold,
                                 split=data_parallel.split())
-    return (env, agent, data_parallel.shard_trainer(trainer, env, mesh),
-            _num_chunks(run, trainer))
+    num_chunks = _num_chunks(run, trainer)
+    preflight.check_counters(run, trainer.steps_per_update, trainer.updates_per_chunk,
+                             num_chunks)
+    preflight.check_memory(run, env.spec, None, algo.loop)
+    preflight.warn_if_never_learning(run)
+    return env, agent, data_parallel.shard_trainer(trainer, env, mesh), num_chunks

@@ -1,16 +1,24 @@
 """Save and restore the whole train state, with a manifest that guards resumes.
 
-A checkpoint is two files in ``RUN_DIR/checkpoint/``:
+A checkpoint is a folder ``RUN_DIR/checkpoint/ENV_STEP/`` written by orbax-checkpoint
+(see :mod:`rljax.run.checkpoint_store` for the layout and how a save is committed):
 
-* ``state.msgpack``: the :class:`LoopState` minus the env handle, serialized with
-  ``flax.serialization`` (parameters, target parameters, optimizer state, replay
-  memory, schedule counters, PRNG key, episode statistics);
-* ``manifest.json``: rljax version, preset, env id, config, env steps, and the
-  SHA-256 of ``state.msgpack`` (so a truncated or corrupted file is caught).
+* ``state/``: the :class:`LoopState` minus the env handle (parameters, target parameters,
+  optimizer state, replay memory, schedule counters, PRNG key data, episode statistics),
+  one array per leaf, named by its path (``memory.replay.storage.obs``);
+* ``manifest/``: rljax version, preset, algorithm, env id, the run's config, env steps.
+
+Each save adds a step folder and then deletes all but the last ``keep`` (2); a save
+killed at any moment leaves the previous checkpoints as they were. Restoring reads the
+newest one.
 
 Environments are not part of a checkpoint: a resumed run restarts its envs from
-``reset()`` (the episodes in progress at save time are dropped from the
-statistics), and everything else continues where it stopped.
+``reset()`` (the episodes in progress at save time are dropped from the statistics), and
+everything else continues where it stopped.
+
+Run directories written before checkpoints moved to orbax hold ``checkpoint/state.msgpack``
+and ``checkpoint/manifest.json``; they still restore (the legacy reader below), and the
+first save of the resumed run replaces them once ``keep`` newer checkpoints exist.
 
 A sum tree saved with another layout (the default fanout was 16 before it became 8) is
 rebuilt from its leaves, which every layout stores first, so such runs still resume.
@@ -18,28 +26,40 @@ rebuilt from its leaves, which every layout stores first, so such runs still res
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import json
 import os
 from typing import Any
 
-import flax.serialization
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from rljax.buffers import sum_tree
 from rljax.parallel import multihost
-from rljax.run.logging import write_json
 
 CHECKPOINT_DIR = "checkpoint"
+KEEP = 2
+_LEGACY = ("state.msgpack", "manifest.json")
 # Fields that may differ between a checkpoint and the run resuming it.
 RESUMABLE_CHANGES = ("total_steps", "logdir", "tensorboard", "wandb_project", "chunk_steps",
-                     "checkpoint_steps", "stop_on_solve", "eval_every", "eval_episodes")
+                     "checkpoint_every", "stop_on_solve", "eval_every", "eval_episodes")
 
 
 class CheckpointError(ValueError):
     """A checkpoint cannot be used: missing, corrupted, or made for another run."""
+
+
+class SaveError(RuntimeError):
+    """A checkpoint could not be written (a full disk, ...); the earlier ones are kept."""
+
+
+def _store():
+    from rljax.run import checkpoint_store  # imports orbax, which takes a while
+
+    return checkpoint_store
 
 
 def _payload(state) -> dict:
@@ -52,37 +72,124 @@ def _payload(state) -> dict:
             "batches": state.batches}
 
 
-def save(run_dir: str | None, state, manifest: dict) -> str | None:
-    """Writes a checkpoint of ``state`` (atomically); returns its folder.
+def _named_leaves(tree: Any) -> tuple[dict[str, Any], Any]:
+    """``({path: leaf}, treedef)``, paths written ``agent.params.Dense_0.kernel``."""
+    leaves, treedef = jax.tree_util.tree_flatten_with_path(tree)
+    named = {jax.tree_util.keystr(p, simple=True, separator="."): x for p, x in leaves}
+    if len(named) != len(leaves):
+        raise ValueError("two leaves of the train state have the same path name")
+    return named, treedef
 
-    In a multi-process run every process calls this (the state's shards are gathered)
-    and the first one writes; the others return None.
+
+def _folder(run_dir: str) -> str:
+    return os.path.join(run_dir, CHECKPOINT_DIR)
+
+
+def _is_legacy(run_dir: str) -> bool:
+    return os.path.isfile(os.path.join(_folder(run_dir), _LEGACY[1]))
+
+
+def _reason(error: BaseException) -> str:
+    """One line saying why an operation failed: the OS error if there is one."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno:
+            detail = getattr(seen, "detail", None)
+            return (f"{os.strerror(seen.errno)} [errno {errno.errorcode.get(seen.errno)}]"
+                    + (f" ({detail})" if detail else ""))
+        seen = seen.__cause__ or seen.__context__
+    if "No space left on device" in str(error):  # tensorstore's errors carry it as text
+        return "No space left on device [errno ENOSPC]"
+    text = str(error).strip().splitlines()
+    return text[0][:300] if text else type(error).__name__
+
+
+def save(run_dir: str, state, manifest: dict, keep: int = KEEP) -> str:
+    """Writes a checkpoint of ``state`` into ``run_dir``; returns its folder.
+
+    In a multi-process run every process calls this with the same ``run_dir``, and each
+    writes the shards of its own devices. A checkpoint of the same env step is replaced.
+
+    Raises:
+        SaveError: the checkpoint could not be written (one line saying why); nothing of
+            it is left behind, and the earlier checkpoints are kept.
     """
-    payload = multihost.fetch(_payload(state))
-    if not multihost.is_writer():
-        return None
-    folder = os.path.join(run_dir, CHECKPOINT_DIR)
-    os.makedirs(folder, exist_ok=True)
-    data = flax.serialization.to_bytes(payload)
-    tmp = os.path.join(folder, "state.msgpack.tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-    os.replace(tmp, os.path.join(folder, "state.msgpack"))
-    manifest = dict(manifest, env_steps=int(np.ravel(payload["env_steps"])[0]),
-                    sha256=hashlib.sha256(data).hexdigest(), bytes=len(data))
-    write_json(os.path.join(folder, "manifest.json"), manifest)
-    return folder
+    store, folder = _store(), _folder(run_dir)
+    named, _ = _named_leaves(_payload(state))
+    named = {k: v if isinstance(v, jax.Array) else jnp.asarray(v) for k, v in named.items()}
+    env_steps = int(np.ravel(multihost.fetch(state.env_steps))[0])
+    manifest = dict(manifest, env_steps=env_steps)
+    try:
+        path = store.write(folder, env_steps, named, manifest, keep)
+    except Exception as e:  # noqa: BLE001 - orbax and tensorstore raise many kinds
+        try:
+            previous = [s for s in store.steps(folder) if s != env_steps]
+        except Exception:  # noqa: BLE001
+            previous = []
+        kept = (f"the last complete checkpoint (env step {previous[-1]:,}) is kept"
+                if previous else "no earlier checkpoint is kept")
+        raise SaveError(f"could not save the checkpoint at env step {env_steps:,} in "
+                        f"{folder}: {_reason(e)}; {kept}") from None
+    if multihost.is_writer() and _is_legacy(run_dir) and len(store.steps(folder)) >= keep:
+        for name in _LEGACY:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(os.path.join(folder, name))
+    return path
+
+
+def latest_step(run_dir: str) -> int | None:
+    """The env step of the newest complete checkpoint in ``run_dir`` (None: none)."""
+    steps = _store().steps(_folder(run_dir))
+    return steps[-1] if steps else None
 
 
 def read_manifest(run_dir: str) -> dict:
-    path = os.path.join(run_dir, CHECKPOINT_DIR, "manifest.json")
-    if not os.path.isfile(path):
-        raise CheckpointError(f"no checkpoint in {run_dir!r} (expected {path})")
+    """The manifest of the newest checkpoint in ``run_dir``.
+
+    Raises:
+        CheckpointError: there is no checkpoint, or its manifest cannot be read.
+    """
+    folder = _folder(run_dir)
+    try:
+        step = latest_step(run_dir)
+    except Exception as e:  # noqa: BLE001
+        raise CheckpointError(f"checkpoint folder {folder} is unreadable: {_reason(e)}") from None
+    if step is None:
+        if _is_legacy(run_dir):
+            return _read_legacy_manifest(run_dir)
+        raise CheckpointError(f"no checkpoint in {run_dir!r} (expected {folder}/STEP/)")
+    try:
+        manifest = _store().read_manifest(folder, step)
+    except Exception as e:  # noqa: BLE001
+        raise CheckpointError(f"checkpoint manifest of {folder}/{step} is unreadable: "
+                              f"{_reason(e)}") from None
+    if not (isinstance(manifest.get("run"), dict) and manifest.get("env_steps") == step
+            and isinstance(manifest.get("arrays"), dict)
+            and isinstance(manifest.get("checksums"), dict)):
+        raise CheckpointError(f"{folder}/{step} is not an rljax checkpoint (its manifest has "
+                              "no run configuration, array list or checksums)")
+    return manifest
+
+
+def _read_legacy_manifest(run_dir: str) -> dict:
+    path = os.path.join(_folder(run_dir), _LEGACY[1])
     try:
         with open(path) as f:
             return json.load(f)
     except (OSError, json.JSONDecodeError) as e:
         raise CheckpointError(f"checkpoint manifest {path} is unreadable: {e}") from None
+
+
+def saved_run(run_dir: str):
+    """The :class:`~rljax.run.config.RunConfig` the newest checkpoint was saved with."""
+    from rljax.run.config import RunConfig
+
+    manifest = read_manifest(run_dir)
+    try:
+        return RunConfig.from_dict(manifest["run"])
+    except (KeyError, TypeError, ValueError) as e:
+        raise CheckpointError(f"the run configuration in the checkpoint of {run_dir} "
+                              f"cannot be read by this rljax: {e}") from None
 
 
 def _diff(saved: Any, current: Any, prefix: str = "") -> list[str]:
@@ -103,19 +210,21 @@ def check_compatible(manifest: dict, run_config: dict) -> None:
 
     Both sides are compared as JSON values (the manifest went through JSON, so tuples came
     back as lists), and the checkpoint's run is read as this version reads a config file:
-    fields added since it was written take their defaults.
+    fields added since it was written take their defaults, renamed ones their new names.
     """
-    from rljax.run.config import RunConfig
+    from rljax.run.config import RUN_RENAMED, RunConfig
 
     as_json = lambda x: json.loads(json.dumps(x))
-    saved = manifest.get("run", {})
+    saved = {RUN_RENAMED.get(k, k): v for k, v in manifest.get("run", {}).items()}
     try:
         saved = RunConfig.from_dict(saved).to_dict()
     except (KeyError, TypeError, ValueError):
         pass  # compared as written; the differences are named below
     problems = _diff(as_json(saved), as_json(run_config))
     if problems:
-        raise CheckpointError("checkpoint was made for another run: " + "; ".join(problems))
+        raise CheckpointError("checkpoint was made for another run: " + "; ".join(problems)
+                              + " (a resume may change only " + ", ".join(RESUMABLE_CHANGES)
+                              + ")")
 
 
 def _relayout_sum_trees(target: Any, loaded: Any) -> Any:
@@ -140,11 +249,93 @@ def _relayout_sum_trees(target: Any, loaded: Any) -> Any:
     return jax.tree.map(relayout, target, loaded, is_leaf=is_tree)
 
 
+def _sum_tree_nodes(target: Any) -> set[str]:
+    """Path names of the ``nodes`` arrays of every sum tree in ``target``."""
+    is_tree = lambda x: isinstance(x, sum_tree.SumTreeState)
+    marks = jax.tree.map(lambda x: (jax.tree.map(lambda _: False, x).replace(nodes=True)
+                                    if is_tree(x) else False), target, is_leaf=is_tree)
+    return {name for name, mark in _named_leaves(marks)[0].items() if mark}
+
+
+def _read_targets(path: str, target: dict, saved: dict, trees: set[str]) -> dict:
+    """What to read for each leaf: onto its sharding; a sum tree of another layout as a
+    host array of its saved shape (rebuilt afterwards)."""
+    store = _store()
+    if set(saved) != set(target):
+        missing, extra = sorted(set(target) - set(saved)), sorted(set(saved) - set(target))
+        raise CheckpointError(f"checkpoint {path} does not fit this run's train state: "
+                              f"missing {missing[:3]}, unexpected {extra[:3]}")
+    out = {}
+    for name, leaf in target.items():
+        shape, dtype = saved[name]
+        if dtype != np.dtype(leaf.dtype) or (shape != leaf.shape and name not in trees):
+            raise CheckpointError(
+                f"checkpoint {path} does not fit this run's train state: {name} is saved "
+                f"as {dtype}{list(shape)}, expected {np.dtype(leaf.dtype)}{list(leaf.shape)}")
+        sharding = getattr(leaf, "sharding", None) if shape == leaf.shape else None
+        out[name] = store.Target(shape, dtype, sharding)
+    return out
+
+
 def restore(run_dir: str, template):
-    """Loads the checkpoint into the structure of ``template`` (a fresh LoopState whose
-    envs were just reset) and returns the restored LoopState."""
+    """Loads the newest checkpoint into the structure of ``template`` (a fresh LoopState
+    whose envs were just reset) and returns the restored LoopState, laid out as the
+    template (sharded over devices or not).
+
+    The template's agent and replay arrays are freed before the checkpoint is read, so
+    the state is never held twice; do not use ``template`` afterwards.
+
+    Raises:
+        CheckpointError: no checkpoint, or a corrupted, truncated or foreign one.
+    """
     manifest = read_manifest(run_dir)
-    path = os.path.join(run_dir, CHECKPOINT_DIR, "state.msgpack")
+    if "sha256" in manifest:  # the format before orbax
+        return _place(_restore_legacy(run_dir, template, manifest), template)
+    store, folder, step = _store(), _folder(run_dir), manifest["env_steps"]
+    path = store.step_dir(folder, step)
+    target = _payload(template)
+    named, treedef = _named_leaves(target)
+    saved = {k: (tuple(shape), jnp.dtype(dtype)) for k, (shape, dtype) in
+             manifest["arrays"].items()}
+    targets = _read_targets(path, named, saved, _sum_tree_nodes(target))
+    shardings = {k: getattr(v, "sharding", None) for k, v in named.items()}
+    for x in jax.tree.leaves((template.agent, template.memory)):
+        if isinstance(x, jax.Array) and not x.is_deleted():
+            x.delete()
+    try:
+        arrays = store.read(folder, step, targets, manifest["checksums"])
+    except Exception as e:  # noqa: BLE001
+        raise CheckpointError(f"checkpoint {path} is corrupted or truncated: "
+                              f"{_reason(e)}") from None
+    loaded = jax.tree_util.tree_unflatten(treedef, [arrays[k] for k in named])
+    loaded["memory"] = _relayout_sum_trees(target["memory"], loaded["memory"])
+    placed = [x if isinstance(x, jax.Array) else multihost.put(x, shardings[k])
+              for k, x in zip(named, jax.tree.leaves(loaded), strict=True)]
+    return _state(template, jax.tree_util.tree_unflatten(treedef, placed))
+
+
+def _state(template, loaded: dict):
+    key = jax.random.wrap_key_data(loaded["key"], impl=jax.random.key_impl(template.key))
+    if isinstance(template.key, jax.Array) and key.sharding != template.key.sharding:
+        key = jax.device_put(key, template.key.sharding)
+    return template.replace(agent=loaded["agent"], memory=loaded["memory"], key=key,
+                            env_steps=loaded["env_steps"], batches=loaded["batches"],
+                            solved_at=loaded["solved_at"],
+                            env=template.env.replace(stats=loaded["stats"]))
+
+
+def _place(state, template):
+    """``state``'s host arrays laid out as ``template``'s."""
+    return jax.tree.map(lambda x, like: multihost.place(x, like) if isinstance(
+        like, jax.Array) else x, state, template)
+
+
+def _restore_legacy(run_dir: str, template, manifest: dict):
+    """Restores ``checkpoint/state.msgpack`` (the format before orbax): the file is read
+    whole and checked against the manifest's SHA-256."""
+    import flax.serialization
+
+    path = os.path.join(_folder(run_dir), _LEGACY[0])
     try:
         with open(path, "rb") as f:
             data = f.read()
@@ -168,11 +359,5 @@ def restore(run_dir: str, template):
                 f"checkpoint {path} does not fit this run's train state: "
                 f"{jax.tree_util.keystr(p)} has shape {getattr(b, 'shape', None)}, "
                 f"expected {getattr(a, 'shape', None)}")
-    key = jax.random.wrap_key_data(jnp.asarray(loaded["key"]))
-    env = template.env.replace(stats=jax.tree.map(jnp.asarray, loaded["stats"]))
-    return template.replace(
-        agent=jax.tree.map(jnp.asarray, loaded["agent"]),
-        memory=jax.tree.map(jnp.asarray, loaded["memory"]),
-        key=key, env_steps=jnp.asarray(loaded["env_steps"]),
-        batches=jax.tree.map(jnp.asarray, loaded["batches"]),
-        solved_at=jnp.asarray(loaded["solved_at"]), env=env)
+    loaded["key"] = jnp.asarray(loaded["key"])
+    return _state(template, jax.tree.map(jnp.asarray, loaded))

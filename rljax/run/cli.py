@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import shlex
 import sys
 
 EXIT_USAGE = 2
@@ -23,8 +24,10 @@ def _build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="rljax", description="Deep RL agents as pure JAX functions.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    train = sub.add_parser("train", help="train an agent from a preset")
-    train.add_argument("preset", help="preset name (see `rljax presets`)")
+    train = sub.add_parser("train", help="train an agent from a preset, or resume a run")
+    train.add_argument("preset", nargs="?",
+                       help="preset name (see `rljax presets`); left out with --resume, the "
+                            "run continues with the configuration it was saved with")
     train.add_argument("--env", help="envpool task id to use instead of the preset's")
     train.add_argument("--total-steps", help="env-step budget over all envs")
     train.add_argument("--seed", help="random seed (default 0)")
@@ -52,8 +55,15 @@ def _build_parser() -> argparse.ArgumentParser:
     train.add_argument("--set", action="append", metavar="FIELD=VALUE", default=[],
                        help="override an agent config field; repeatable")
     train.add_argument("--resume", metavar="RUN_DIR",
-                       help="continue the run saved in RUN_DIR (same preset and overrides; "
-                            "--total-steps may grow)")
+                       help="continue the run saved in RUN_DIR from its newest checkpoint; "
+                            "other options may change only the step budget, logging, "
+                            "evaluation and checkpoint cadence")
+    train.add_argument("--checkpoint-every", metavar="STEPS",
+                       help="save a checkpoint every STEPS env steps (default 100000; "
+                            "always at the end)")
+    train.add_argument("--chunk-steps", metavar="STEPS",
+                       help="env steps per compiled chunk: the cadence of metrics rows, "
+                            "progress and checkpoints (default: the preset's)")
     train.add_argument("--eval-every", metavar="STEPS",
                        help="evaluate the noise-free policy every STEPS env steps")
     train.add_argument("--eval-episodes", metavar="N", help="episodes per evaluation (10)")
@@ -104,9 +114,72 @@ def _cmd_presets() -> int:
     return 0
 
 
+def _resume_command(args: argparse.Namespace, run_dir: str) -> str:
+    """The short command that continues ``run_dir``, shell-quoted."""
+    words = ["rljax", "train", "--resume", run_dir]
+    if args.distributed:
+        words.append("--distributed")
+        for flag, value in (("--coordinator", args.coordinator),
+                            ("--num-processes", args.num_processes),
+                            ("--process-id", args.process_id)):
+            if value is not None:
+                words += [flag, str(value)]
+    return " ".join(shlex.quote(w) for w in words)
+
+
+# Run settings have options of their own; --set takes the agent's fields.
+_RUN_OPTIONS = {"env": "--env", "total_steps": "--total-steps", "seed": "--seed",
+                "num_seeds": "--seeds", "sweep": "--sweep", "devices": "--devices",
+                "logdir": "--logdir", "tensorboard": "--no-tensorboard",
+                "wandb_project": "--wandb", "eval_every": "--eval-every",
+                "eval_episodes": "--eval-episodes", "checkpoint_every": "--checkpoint-every",
+                "chunk_steps": "--chunk-steps"}
+
+
+def _agent_assignments(args: argparse.Namespace) -> dict[str, str]:
+    """``--set`` as ``{field: text}``, refusing run settings and a second num_envs."""
+    from rljax.run.config import parse_assignments
+
+    sets = parse_assignments(args.set)
+    names = [item.partition("=")[0].strip() for item in args.set]
+    for name in names:
+        if names.count(name) > 1:
+            raise ValueError(f"--set {name} given {names.count(name)} times; give each field "
+                             "once")
+    for name in sets:
+        if name in _RUN_OPTIONS:
+            raise ValueError(f"--set {name}: {name} is a run setting, not an agent field; "
+                             f"use {_RUN_OPTIONS[name]}")
+    if "num_envs" in sets and args.num_envs is not None:
+        raise ValueError(f"num_envs given twice (--num-envs {args.num_envs} and --set "
+                         f"num_envs={sets['num_envs']}); give it once")
+    return sets
+
+
+def _run_config(args: argparse.Namespace):
+    """The run the options describe: a preset with overrides, or (``--resume`` without a
+    preset) the configuration the checkpoint was saved with, with the options' changes."""
+    from rljax.run import checkpoint
+    from rljax.run.config import from_preset, override
+
+    sets = _agent_assignments(args)
+    changes = dict(env=args.env, total_steps=args.total_steps, seed=args.seed,
+                   num_envs=sets.pop("num_envs", args.num_envs), num_seeds=args.seeds,
+                   sweep=args.sweep, devices=args.devices, logdir=args.logdir,
+                   wandb_project=args.wandb, eval_every=args.eval_every,
+                   eval_episodes=args.eval_episodes, checkpoint_every=args.checkpoint_every,
+                   chunk_steps=args.chunk_steps, **sets)
+    if args.preset is not None:
+        return from_preset(args.preset, tensorboard=not args.no_tensorboard, **changes)
+    if args.resume is None:
+        raise ValueError("give a preset (see `rljax presets`), or --resume RUN_DIR")
+    return override(checkpoint.saved_run(args.resume),
+                    tensorboard=False if args.no_tensorboard else None, **changes)
+
+
 def _cmd_train(args: argparse.Namespace) -> int:
     from rljax.parallel import multihost
-    from rljax.run.config import from_preset, parse_assignments
+    from rljax.run.checkpoint import SaveError
     from rljax.run.driver import NonFiniteError, TrainingInterrupted, train_run
 
     cluster = (args.coordinator, args.num_processes, args.process_id)
@@ -114,24 +187,20 @@ def _cmd_train(args: argparse.Namespace) -> int:
         raise ValueError("--coordinator, --num-processes and --process-id need --distributed")
     if args.distributed:
         multihost.initialize(*cluster)
-    run = from_preset(args.preset, env=args.env, total_steps=args.total_steps, seed=args.seed,
-                      num_envs=args.num_envs, num_seeds=args.seeds, sweep=args.sweep,
-                      devices=args.devices,
-                      logdir=args.logdir,
-                      tensorboard=not args.no_tensorboard, wandb_project=args.wandb,
-                      eval_every=args.eval_every, eval_episodes=args.eval_episodes,
-                      **parse_assignments(args.set))
+    run = _run_config(args)
     try:
         result = train_run(run, progress=not args.quiet, resume=args.resume)
     except TrainingInterrupted as e:
-        again = " ".join(a for a in sys.argv[1:] if a != "--resume" and a != args.resume)
-        print(f"rljax: {e}\nrljax: resume with: rljax {again} --resume {e.run_dir}",
+        print(f"rljax: {e}\nrljax: resume with: {_resume_command(args, e.run_dir)}",
               file=sys.stderr)
         return 130
     except KeyboardInterrupt:
         print("rljax: stopped at once; metrics so far are in the run directory", file=sys.stderr)
         return 130
-    except NonFiniteError as e:
+    except (NonFiniteError, SaveError) as e:
+        print(f"rljax: error: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:  # writing the run directory failed (a full disk, ...)
         print(f"rljax: error: {e}", file=sys.stderr)
         return 1
     if multihost.is_writer():
@@ -151,11 +220,14 @@ def _cmd_plot(args: argparse.Namespace) -> int:
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
+    from rljax import validate
     from rljax.run.api import evaluate, load
     from rljax.run.config import _coerce
 
     episodes = _coerce("episodes", int, args.episodes)
     seed = None if args.seed is None else _coerce("seed", int, args.seed)
+    validate.integer("episodes", episodes, low=1)
+    validate.integer("seed", seed, low=0, high=validate.INT32_LIMIT - 1, optional=True)
     run = load(args.run_dir)
     result = evaluate(run, episodes=episodes, seed=seed)
     print(json.dumps({"run_dir": args.run_dir, "env_id": run.config.env_id,
@@ -181,6 +253,14 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:  # user input rejected at the boundary
         print(f"rljax: error: {e}", file=sys.stderr)
         return EXIT_USAGE
+    except Exception as e:  # out of memory once running: one line too
+        from rljax.run.preflight import resource_message
+
+        message = resource_message(e)
+        if message is None:
+            raise
+        print(f"rljax: error: {message}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

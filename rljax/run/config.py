@@ -32,7 +32,8 @@ class RunConfig:
         chunk_steps: env steps per compiled chunk, and per metrics row.
         logdir: parent folder of run directories.
         preset: name of the preset it came from, if any.
-        checkpoint_steps: save a checkpoint every this many env steps (and at the end).
+        checkpoint_every: save a checkpoint every this many env steps (and at the end;
+            rounded to whole chunks).
         stop_on_solve: end training at the first chunk after ``threshold`` is reached.
         eval_every: evaluate the noise-free policy every this many env steps (0: never;
             always once at the end when set).
@@ -61,7 +62,7 @@ class RunConfig:
     chunk_steps: int = 20_000
     logdir: str = "runs"
     preset: str | None = None
-    checkpoint_steps: int = 100_000
+    checkpoint_every: int = 100_000
     stop_on_solve: bool = False
     eval_every: int = 0
     eval_episodes: int = 10
@@ -80,7 +81,7 @@ class RunConfig:
         # The loop's env-step counter is int32 (rljax.loops.state).
         validate.integer("total_steps", self.total_steps, low=1, high=validate.INT32_LIMIT - 1,
                          note="below 2**31: the training loop counts env steps in int32")
-        for name in ("chunk_steps", "checkpoint_steps", "eval_episodes"):
+        for name in ("chunk_steps", "checkpoint_every", "eval_episodes"):
             validate.integer(name, getattr(self, name), low=1)
         validate.integer("seed", self.seed, low=0, high=validate.INT32_LIMIT - 1)
         for name in ("stop_on_solve", "tensorboard"):
@@ -125,7 +126,7 @@ class RunConfig:
             "threshold": self.threshold,
             "env_options": dict(self.env_options),
             "chunk_steps": self.chunk_steps,
-            "checkpoint_steps": self.checkpoint_steps,
+            "checkpoint_every": self.checkpoint_every,
             "stop_on_solve": self.stop_on_solve,
             "eval_every": self.eval_every,
             "eval_episodes": self.eval_episodes,
@@ -140,9 +141,14 @@ class RunConfig:
     @classmethod
     def from_dict(cls, data: dict) -> RunConfig:
         """The RunConfig that :meth:`to_dict` gave ``data``; a key left out takes the
-        field's default, and keys that are not fields (a member's ``label``) are ignored."""
+        field's default, a renamed one (:data:`RUN_RENAMED`) its new name, and keys that
+        are not fields (a member's ``label``) are ignored."""
         names = {f.name for f in dataclasses.fields(cls)}
-        values = {k: v for k, v in data.items() if k in names}
+        for old, new in RUN_RENAMED.items():
+            if old in data and new in data:
+                raise ValueError(f"run config has both {old!r} and {new!r}, its new name")
+        values = {RUN_RENAMED.get(k, k): v for k, v in data.items()
+                  if RUN_RENAMED.get(k, k) in names}
         algo = get_algorithm(data["algo"])
         values["config"] = build_config(algo.config_cls,
                                         upgrade_fields(data["algo"], data["config"]))
@@ -168,6 +174,8 @@ RENAMED: dict[str, dict[str, str]] = {
     "ddpg": {"replay_capacity": "buffer_size", "min_replay": "learning_starts",
              "critic_loss": "td_loss"},
 }
+# Run fields renamed, {old: new}: upgraded by RunConfig.from_dict, refused by override.
+RUN_RENAMED: dict[str, str] = {"checkpoint_steps": "checkpoint_every"}
 # Fields that were one number and are now a schedule ((update, value), ...).
 NOW_SCHEDULES: dict[str, tuple[str, ...]] = {"ddpg": ("beta",)}
 
@@ -315,29 +323,40 @@ def parse_sweep(text: str | None) -> tuple[str, tuple[str, ...]] | None:
     return name.strip(), parts
 
 
-def from_preset(preset: str | Preset, *, env: str | None = None, total_steps: int | None = None,
-                seed: int | None = None, num_envs: int | None = None,
-                num_seeds: int | None = None, sweep: tuple[str, Any] | str | None = None,
-                devices: int | None = None,
-                logdir: str | None = None, tensorboard: bool = True,
-                wandb_project: str | None = None, eval_every: int | None = None,
-                eval_episodes: int | None = None, **overrides: Any) -> RunConfig:
-    """A RunConfig from a preset, with run-level and agent-field overrides.
-
-    Agent fields may be given as strings (from ``--set``) or Python values.
-    """
-    from rljax.envs.spec import check_task_id
+def from_preset(preset: str | Preset, *, tensorboard: bool = True,
+                wandb_project: str | None = None, **changes: Any) -> RunConfig:
+    """A RunConfig from a preset, with run-level and agent-field overrides (as
+    :func:`override` takes them)."""
     from rljax.run.presets import Preset, get_preset
 
     base = (preset if isinstance(preset, Preset) else get_preset(preset)).run
+    return override(base, tensorboard=tensorboard, wandb_project=wandb_project, **changes)
+
+
+def override(base: RunConfig, *, env: str | None = None, total_steps: int | None = None,
+             seed: int | None = None, num_envs: int | None = None,
+             num_seeds: int | None = None, sweep: tuple[str, Any] | str | None = None,
+             devices: int | None = None, logdir: str | None = None,
+             tensorboard: bool | None = None, wandb_project: str | None = None,
+             eval_every: int | None = None, eval_episodes: int | None = None,
+             checkpoint_every: int | None = None, chunk_steps: int | None = None,
+             **overrides: Any) -> RunConfig:
+    """``base`` with run-level and agent-field overrides (None: as in ``base``).
+
+    Agent fields may be given as strings (from ``--set``) or Python values.
+    """
+    from rljax.envs.spec import check_task
+
+    for old, new in RUN_RENAMED.items():
+        if old in overrides:
+            raise ValueError(f"run field {old!r} was renamed {new!r}; set {new} instead")
     algo = get_algorithm(base.algo)
     if num_envs is not None:
         overrides["num_envs"] = num_envs
-    changes: dict[str, Any] = {
-        "config": build_config(algo.config_cls, overrides, base=base.config),
-        "tensorboard": tensorboard, "wandb_project": wandb_project}
+    changes: dict[str, Any] = {"config": build_config(algo.config_cls, overrides,
+                                                      base=base.config)}
     if env is not None:
-        check_task_id(env)
+        check_task(env)
         changes["env_id"], changes["env_options"] = env, ()
     if isinstance(sweep, str):
         sweep = parse_sweep(sweep)
@@ -348,12 +367,12 @@ def from_preset(preset: str | Preset, *, env: str | None = None, total_steps: in
         changes["threshold"] = _task_threshold(env)
     for name, value in (("total_steps", total_steps), ("seed", seed), ("num_seeds", num_seeds),
                         ("devices", devices), ("eval_every", eval_every),
-                        ("eval_episodes", eval_episodes)):
+                        ("eval_episodes", eval_episodes), ("checkpoint_every", checkpoint_every),
+                        ("chunk_steps", chunk_steps)):
         if value is not None:
             changes[name] = _coerce(name, int, value)
-    if logdir:
-        changes["logdir"] = logdir
-    return dataclasses.replace(base, **changes)
+    given = {"logdir": logdir or None, "tensorboard": tensorboard, "wandb_project": wandb_project}
+    return dataclasses.replace(base, **changes, **{k: v for k, v in given.items() if v is not None})
 
 
 def _coerce_sweep(config_cls: type, name: str, values: Any) -> tuple[str, tuple[float, ...]]:
@@ -373,7 +392,7 @@ def _coerce_sweep(config_cls: type, name: str, values: Any) -> tuple[str, tuple[
 
 
 def _task_threshold(env_id: str) -> float | None:
-    import envpool
+    from rljax.envs.spec import task_spec
 
-    value = getattr(envpool.make_spec(env_id).config, "reward_threshold", None)
+    value = getattr(task_spec(env_id).config, "reward_threshold", None)
     return None if value is None else float(value)

@@ -9,6 +9,7 @@ out its directory.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import signal
@@ -100,15 +101,10 @@ def _nonfinite_metric(row: dict) -> str | None:
     return None
 
 
-def _nonfinite_message(run_dir: str, state, quantity: str) -> str:
+def _nonfinite_message(run_dir: str | None, state, quantity: str, saved: int | None) -> str:
     steps = int(np.ravel(multihost.fetch(state.env_steps))[0])
-    try:
-        if run_dir is None:  # a process that does not write the run directory
-            raise checkpoint.CheckpointError("not written here")
-        saved = checkpoint.read_manifest(run_dir).get("env_steps")
-        where = f"the last finite checkpoint (env step {saved:,}) is in {run_dir}"
-    except checkpoint.CheckpointError:
-        where = "no checkpoint had been saved yet"
+    where = ("no checkpoint had been saved yet" if saved is None else
+             f"the last finite checkpoint (env step {saved:,}) is in {run_dir}")
     return f"non-finite {quantity} by env step {steps:,}; training stopped; {where}"
 
 
@@ -154,11 +150,16 @@ class _Host:
         self.num_seeds = trainer.num_seeds
         self.steps_per_chunk = trainer.steps_per_chunk
         self.first_steps = int(np.ravel(multihost.fetch(state.env_steps))[0])
+        self.saved_at = self.first_steps or None  # env step of the last checkpoint
         self.next_eval = self._eval_after(self.first_steps) if self.evaluate else 0
         self.final_evals: list[dict] | None = None
-        self.total = num_chunks * trainer.steps_per_chunk
+        # A resumed run runs the chunks its budget still needs (its chunk may be of
+        # another size than the checkpointed run's when the budget changed).
+        budget = num_chunks * trainer.steps_per_chunk
+        self.chunks_left = max(0, -(-(budget - self.first_steps) // trainer.steps_per_chunk))
+        self.total = max(budget, self.first_steps + self.chunks_left * trainer.steps_per_chunk)
         self.log_every = max(1, round(run.chunk_steps / trainer.steps_per_chunk))
-        self.save_every = max(1, round(run.checkpoint_steps / trainer.steps_per_chunk))
+        self.save_every = max(1, round(run.checkpoint_every / trainer.steps_per_chunk))
         self.display = Progress(self.total, enabled=progress and writer,
                                 label=f"[{run.preset or run.algo}] ")
         self.sinks = _open_sinks(run, run_dir) if writer else Sinks([])
@@ -168,7 +169,6 @@ class _Host:
         self.rows: list[dict] = []
         self.pending: list[dict] = []
         self.prev_episodes = np.ravel(multihost.fetch(state.env.stats.episodes)).tolist()
-        self.done_chunks = self.first_steps // trainer.steps_per_chunk
         self.train_start = self.period_start = time.perf_counter()
 
     def _eval_after(self, env_steps: int) -> int:
@@ -186,7 +186,8 @@ class _Host:
             NonFiniteError: a parameter or a logged metric is non-finite.
         """
         if not bool(multihost.fetch(_finite(state.agent))):
-            raise NonFiniteError(_nonfinite_message(self.run_dir, state, "parameter"))
+            raise NonFiniteError(_nonfinite_message(self.run_dir, state, "parameter",
+                                                     self.saved_at))
         metrics, stats, steps = multihost.fetch((self.pending, state.env.stats,
                                                  state.env_steps))
         env_steps = int(np.ravel(steps)[0])
@@ -201,7 +202,8 @@ class _Host:
                     for k in range(n)]
         for name in [_nonfinite_metric(r) for r in per_seed]:
             if name is not None:
-                raise NonFiniteError(_nonfinite_message(self.run_dir, state, name))
+                raise NonFiniteError(_nonfinite_message(self.run_dir, state, name,
+                                                         self.saved_at))
         if self.evaluate is not None and (last or env_steps >= self.next_eval):
             self._add_evaluation(state, per_seed, env_steps)
         row = per_seed[0] if n == 1 else rundir.aggregate(per_seed, base)
@@ -232,49 +234,92 @@ class _Host:
             sink.close()
 
 
+def _claim_run_dir(run: RunConfig, run_dir: str | None, resume: str | None, writer: bool,
+                   stack: contextlib.ExitStack) -> str | None:
+    """Checks that ``resume`` may continue as ``run`` (taking its lock first, so that a
+    directory in use is refused before anything else), or that ``run_dir`` holds no
+    checkpoint that a fresh run would mix with; returns the run directory."""
+    if resume is not None:
+        if not os.path.isdir(resume):
+            raise checkpoint.CheckpointError(f"no checkpoint in {resume!r} (no such directory)")
+        if writer:
+            stack.enter_context(rundir.lock(resume))
+        checkpoint.check_compatible(checkpoint.read_manifest(resume),
+                                    rundir.manifest(run)["run"])
+        return resume
+    if run_dir is not None and os.path.isdir(os.path.join(run_dir, checkpoint.CHECKPOINT_DIR)):
+        try:
+            steps = checkpoint.read_manifest(run_dir)["env_steps"]
+        except checkpoint.CheckpointError:
+            return run_dir
+        raise ValueError(f"run directory {run_dir} already holds a checkpoint (env step "
+                         f"{steps:,}); continue it with resume, or choose another directory")
+    return run_dir
+
+
 def train_run(run: RunConfig, *, run_dir: str | None = None, progress: bool = True,
               resume: str | None = None) -> RunResult:
     """Trains as ``run`` says, writing the run directory; returns a :class:`RunResult`.
+
+    The run directory is locked while the run trains in it (``RUN_DIR/.lock``).
 
     Args:
         run: the run configuration.
         run_dir: run directory (default: a new folder under ``run.logdir``).
         progress: draw the progress line.
-        resume: a run directory whose checkpoint to continue from (its config must
-            match ``run`` except for the step budget and logging options).
+        resume: a run directory whose newest checkpoint to continue from (its config
+            must match ``run`` except for the fields of
+            :data:`rljax.run.checkpoint.RESUMABLE_CHANGES`). Metrics rows logged after
+            that checkpoint are dropped, so the resumed rows follow on.
 
     Raises:
         TrainingInterrupted: SIGINT/SIGTERM arrived; a checkpoint was saved first.
         NonFiniteError: a loss or parameter became non-finite; the last finite
             checkpoint is kept.
         rljax.run.checkpoint.CheckpointError: ``resume`` does not hold a usable checkpoint.
+        rljax.run.checkpoint.SaveError: a checkpoint could not be written (full disk).
+        rljax.run.rundir.RunDirInUse: another process trains in the run directory.
     """
     start = time.perf_counter()
-    manifest = rundir.manifest(run)
-    if resume is not None:
-        checkpoint.check_compatible(checkpoint.read_manifest(resume), manifest["run"])
-        run_dir = resume
-    env, agent, trainer, num_chunks = build(run)
     # Across processes the first one writes the run directory; all take part in the
-    # collectives that fetch the state (multihost.fetch).
+    # collectives that fetch the state (multihost.fetch) and write their own shards of
+    # each checkpoint into the first one's run directory.
     writer = multihost.is_writer()
-    if writer:
-        run_dir = rundir.open_run_dir(run, run_dir)
-    state = trainer.init(jax.random.key(run.seed))
-    if resume is not None:
-        # Restored arrays go where the fresh state lives (sharded over devices or not).
-        state = jax.tree.map(multihost.place, checkpoint.restore(resume, state), state)
-    compile_start = time.perf_counter()
-    chunk = trainer.chunk.lower(state).compile()
-    compile_time = time.perf_counter() - compile_start
-    host = _Host(run, run_dir, agent, trainer, num_chunks, state, start, writer, progress)
-    interrupted = False
+    with contextlib.ExitStack() as stack:
+        run_dir = _claim_run_dir(run, run_dir, resume, writer, stack)
+        env, agent, trainer, num_chunks = build(run)
+        if writer:
+            run_dir = rundir.open_run_dir(run, run_dir)
+            if resume is None:
+                stack.enter_context(rundir.lock(run_dir))
+        shared_dir = rundir.share_path(run_dir)
+        state = trainer.init(jax.random.key(run.seed))
+        if resume is not None:
+            state = checkpoint.restore(resume, state)
+            if writer:
+                rundir.drop_rows_after(run_dir, run,
+                                       int(np.ravel(multihost.fetch(state.env_steps))[0]))
+        compile_start = time.perf_counter()
+        chunk = trainer.chunk.lower(state).compile()
+        compile_time = time.perf_counter() - compile_start
+        host = _Host(run, shared_dir, agent, trainer, num_chunks, state, start, writer,
+                     progress)
+        state, summary = _train(run, shared_dir, host, chunk, state, compile_time, writer)
+    return RunResult(run_dir if writer else None, state, summary, host.rows, agent, env.spec)
+
+
+def _train(run: RunConfig, run_dir: str, host: _Host, chunk: Any, state: LoopState,
+           compile_time: float, writer: bool) -> tuple[LoopState, dict]:
+    """Runs the chunks; returns the final state and the summary (written even when
+    training stops early)."""
+    manifest = rundir.manifest(run)
+    interrupted = failed = False
     try:
         with _StopSignals() as stop:
-            for i in range(host.done_chunks, num_chunks):
+            for i in range(host.chunks_left):
                 state, metrics = chunk(state)
                 host.pending.append(metrics)
-                last = i == num_chunks - 1 or (run.stop_on_solve and bool(
+                last = i == host.chunks_left - 1 or (run.stop_on_solve and bool(
                     np.all(multihost.fetch(state.solved_at) >= 0)))
                 if not host.due(last, stop.received is not None):
                     continue
@@ -282,18 +327,26 @@ def train_run(run: RunConfig, *, run_dir: str | None = None, progress: bool = Tr
                 # The checkpoint follows the row, so a saved state is always logged.
                 if last or stop.received or (i + 1) % host.save_every == 0:
                     checkpoint.save(run_dir, state, manifest)
+                    host.saved_at = env_steps
                 if stop.received and not last:
                     interrupted = True
                     raise TrainingInterrupted(run_dir, env_steps)
                 if last:
                     break
     except KeyboardInterrupt:
-        interrupted = True
+        interrupted = failed = True
+        raise
+    except BaseException:
+        failed = True
         raise
     finally:
         host.close()
-        summary = rundir.run_summary(run, state, start, host.train_start, compile_time,
+        summary = rundir.run_summary(run, state, host.start, host.train_start, compile_time,
                                      interrupted, host.first_steps, host.final_evals)
         if writer:
-            rundir.write_summaries(run_dir, run, summary)
-    return RunResult(run_dir, state, summary, host.rows, agent, env.spec)
+            try:
+                rundir.write_summaries(run_dir, run, summary)
+            except OSError:
+                if not failed:  # else the error in flight says what went wrong (full disk)
+                    raise
+    return state, summary

@@ -54,9 +54,47 @@ class JsonlWriter:
         self._file.close()
 
 
+def _reason(error: Exception) -> str:
+    return getattr(error, "strerror", None) or str(error).splitlines()[0][:200]
+
+
+def read_json(path: str) -> Any:
+    """A JSON file's value.
+
+    Raises:
+        ValueError: naming the file and why it cannot be read or parsed.
+    """
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"cannot read {path}: {_reason(e)}") from None
+
+
 def read_jsonl(path: str) -> list[dict]:
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
+    """The rows of a JSON-lines file (blank lines skipped).
+
+    Raises:
+        ValueError: naming the file (and line) that cannot be read or parsed, or a line
+            that is not a JSON object.
+    """
+    rows = []
+    try:
+        with open(path) as f:
+            for number, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise ValueError(f"cannot read {path}, line {number}: {e}") from None
+                if not isinstance(row, dict):
+                    raise ValueError(f"cannot read {path}, line {number}: a row must be a "
+                                     f"JSON object, got {type(row).__name__}")
+                rows.append(row)
+    except (OSError, UnicodeDecodeError) as e:
+        raise ValueError(f"cannot read {path}: {_reason(e)}") from None
+    return rows
 
 
 def _fmt_duration(seconds: float) -> str:

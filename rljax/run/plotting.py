@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import os
 from collections import OrderedDict
 
 import numpy as np
 
-from rljax.run.logging import read_jsonl
+from rljax.run.logging import read_json, read_jsonl
 
 CURVE_KEY = "return_mean_100"
 
@@ -29,22 +28,32 @@ def load_curve(run_dir: str, key: str = CURVE_KEY) -> tuple[np.ndarray, np.ndarr
             np.array([r[key] for r in rows], float))
 
 
-def _label(run_dir: str) -> str:
+def _config(run_dir: str) -> dict:
+    """The run's config.json as a dict ({} when there is none).
+
+    Raises:
+        ValueError: naming the file when it cannot be read or is not a JSON object.
+    """
     path = os.path.join(run_dir, "config.json")
-    if os.path.isfile(path):
-        with open(path) as f:
-            config = json.load(f)
+    if not os.path.isfile(path):
+        return {}
+    config = read_json(path)
+    if not isinstance(config, dict):
+        raise ValueError(f"cannot read {path}: expected a JSON object, got "
+                         f"{type(config).__name__}")
+    return config
+
+
+def _label(run_dir: str) -> str:
+    config = _config(run_dir)
+    if config:
         return (config.get("label") or config.get("preset")
                 or f"{config.get('algo')} {config.get('env_id')}")
     return os.path.basename(os.path.normpath(run_dir))
 
 
 def _threshold(run_dir: str) -> float | None:
-    path = os.path.join(run_dir, "config.json")
-    if os.path.isfile(path):
-        with open(path) as f:
-            return json.load(f).get("threshold")
-    return None
+    return _config(run_dir).get("threshold")
 
 
 def aggregate(curves: list[tuple[np.ndarray, np.ndarray]], points: int = 200):
@@ -104,7 +113,11 @@ def plot_runs(run_dirs: list[str], out: str, key: str = CURVE_KEY,
     ax.grid(alpha=0.3)
     ax.legend(loc="best", fontsize=8)
     fig.tight_layout()
-    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-    fig.savefig(out)
-    plt.close(fig)
+    try:
+        os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+        fig.savefig(out)
+    except OSError as e:
+        raise ValueError(f"cannot write {out}: {e.strerror or e}") from None
+    finally:
+        plt.close(fig)
     return out

@@ -8,6 +8,7 @@ A run directory holds::
     curve.png       the learning curve
     events.out.tfevents.*   the same metrics for TensorBoard
     checkpoint/     the train state (rljax.run.checkpoint)
+    .lock           held (flock) by the process training in it
 
 With several members (seeds, sweep values) each member also has a folder of its own,
 ``seed_S`` or ``FIELD=VALUE_seed_S``, holding its ``config.json`` (as a single run),
@@ -17,6 +18,8 @@ With several members (seeds, sweep values) each member also has a folder of its 
 from __future__ import annotations
 
 import datetime
+import fcntl
+import json
 import os
 import time
 import warnings
@@ -31,6 +34,12 @@ from rljax.loops.state import LoopState
 from rljax.parallel import multihost
 from rljax.run.config import RunConfig
 from rljax.run.logging import write_json
+
+LOCK_FILE = ".lock"
+
+
+class RunDirInUse(ValueError):
+    """Another process trains in the run directory."""
 
 
 def make_run_dir(run: RunConfig) -> str:
@@ -48,11 +57,120 @@ def make_run_dir(run: RunConfig) -> str:
 
 def open_run_dir(run: RunConfig, run_dir: str | None = None) -> str:
     """Creates ``run_dir`` (default: a new folder under ``run.logdir``) and writes its
-    config.json; returns its path."""
-    run_dir = run_dir or make_run_dir(run)
-    os.makedirs(run_dir, exist_ok=True)
-    write_json(os.path.join(run_dir, "config.json"), run.to_dict())
+    config.json; returns its path.
+
+    Raises:
+        ValueError: the folder cannot be created or written (naming it and why); the
+            folders this call created are removed again.
+    """
+    existed = run_dir is not None and os.path.isdir(run_dir)
+    missing = _missing_folders(run_dir or run.logdir)
+    try:
+        run_dir = run_dir or make_run_dir(run)
+        os.makedirs(run_dir, exist_ok=True)
+        write_json(os.path.join(run_dir, "config.json"), run.to_dict())
+    except (OSError, ValueError) as e:  # ValueError: a NUL byte in the path
+        created = [] if existed or run_dir is None else [os.path.abspath(run_dir)]
+        for folder in dict.fromkeys(created + missing):
+            _remove_quietly(folder)
+        reason = getattr(e, "strerror", None) or str(e)
+        raise ValueError(f"cannot write the run directory under {run_dir or run.logdir!r}: "
+                         f"{reason}") from None
     return run_dir
+
+
+def _missing_folders(path: str) -> list[str]:
+    """The folders of ``path`` that do not exist yet, deepest first."""
+    out = []
+    try:
+        path = os.path.abspath(path)
+        while path and not os.path.exists(path):
+            out.append(path)
+            path = os.path.dirname(path)
+    except ValueError:  # a NUL byte
+        return []
+    return out
+
+
+def _remove_quietly(folder: str) -> None:
+    for path in (os.path.join(folder, "config.json.tmp"), os.path.join(folder, "config.json"),
+                 folder):
+        try:
+            (os.rmdir if path == folder else os.remove)(path)
+        except (OSError, ValueError):
+            pass
+
+
+def lock(run_dir: str):
+    """Takes the run directory's lock (an ``flock`` on ``RUN_DIR/.lock``, released when the
+    returned file is closed or the process ends, a crash included).
+
+    Raises:
+        RunDirInUse: another process holds it.
+        ValueError: the lock file cannot be opened for writing (a read-only directory).
+    """
+    try:
+        f = open(os.path.join(run_dir, LOCK_FILE), "a+")
+    except OSError as e:
+        raise ValueError(f"cannot write in run directory {run_dir} ({LOCK_FILE}: "
+                         f"{e.strerror}); a run writes its metrics and checkpoints there, "
+                         f"so it must be writable") from None
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        f.seek(0)
+        holder = f.read().strip()
+        f.close()
+        who = f"process {holder}" if holder.isdigit() else "another process"
+        raise RunDirInUse(f"run directory {run_dir} is in use by {who} (its {LOCK_FILE} "
+                          "is locked); wait for that run to end or stop it") from None
+    f.seek(0)
+    f.truncate()
+    f.write(f"{os.getpid()}\n")
+    f.flush()
+    return f
+
+
+def share_path(path: str | None) -> str | None:
+    """The first process's ``path`` on every process of a multi-process run (every
+    process calls this at the same point); ``path`` itself in a single process."""
+    if jax.process_count() == 1:
+        return path
+    from jax.experimental import multihost_utils
+
+    data = np.zeros(4096, np.uint8)
+    encoded = (path or "").encode()
+    data[:len(encoded)] = np.frombuffer(encoded, np.uint8)
+    shared = np.asarray(multihost_utils.broadcast_one_to_all(data))
+    return bytes(shared).rstrip(b"\0").decode() or None
+
+
+def _metrics_files(run_dir: str, run: RunConfig) -> list[str]:
+    folders = [run_dir] + ([os.path.join(run_dir, _member_name(run, k))
+                            for k in range(run.num_members)] if run.num_members > 1 else [])
+    return [p for p in (os.path.join(f, "metrics.jsonl") for f in folders) if os.path.isfile(p)]
+
+
+def drop_rows_after(run_dir: str, run: RunConfig, env_steps: int) -> None:
+    """Removes the metrics rows logged after ``env_steps`` (the resumed checkpoint's step)
+    and any half-written last line, so that a resumed run's rows follow on without
+    repeating steps."""
+    for path in _metrics_files(run_dir, run):
+        with open(path) as f:
+            lines = f.read().splitlines()
+        keep = []
+        for line in lines:
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(row, dict) and row.get("env_steps", 0) <= env_steps:
+                keep.append(line)
+        if len(keep) != len(lines):
+            tmp = f"{path}.tmp"
+            with open(tmp, "w") as f:
+                f.writelines(line + "\n" for line in keep)
+            os.replace(tmp, path)
 
 
 def manifest(run: RunConfig) -> dict:

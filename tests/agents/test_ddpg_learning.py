@@ -4,14 +4,12 @@ corruption is a flag in the train state."""
 
 from __future__ import annotations
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
+from _corruptible import flagged_runs, with_negated_rewards
 
 from rljax import envs
 from rljax.agents import ddpg
-from rljax.agents.base import Agent, Update
 from rljax.envs.stats import recent_mean_return
 from rljax.run.registry import get_algorithm
 
@@ -25,40 +23,13 @@ UPDATES_PER_CHUNK = 250  # 5,000 env steps
 CHUNKS = 8
 
 
-def with_corruptible_target(agent: Agent) -> Agent:
-    """The agent with state ``(state, corrupt)``: where ``corrupt``, the critic learns
-    from rewards of the wrong sign, ``-r + discount * Q'``."""
-
-    def init(key):
-        return agent.init(key), jnp.zeros((), bool)
-
-    def act(state, obs, key, step, new_episode):
-        action, extras, inner = agent.act(state[0], obs, key, step, new_episode)
-        return action, extras, (inner, state[1])
-
-    def update(state, batch, key):
-        tr = batch.transition
-        tr = tr._replace(reward=jnp.where(state[1], -tr.reward, tr.reward))
-        inner, metrics, td = agent.update(state[0], batch._replace(transition=tr), key)
-        return Update((inner, state[1]), metrics, td)
-
-    return Agent(init, act, update, agent.policy, lambda s: agent.params(s[0]),
-                 lambda s, tr: agent.td_error(s[0], tr))
-
-
 @pytest.mark.slow
 def test_ddpg_learns_reacher_and_a_corrupted_critic_does_not():
     env = envs.make("Reacher-v5", CONFIG.num_envs, seed=0)
-    agent = with_corruptible_target(ddpg.make_ddpg(CONFIG, env.spec))
+    agent = with_negated_rewards(ddpg.make_ddpg(CONFIG, env.spec))
     trainer = get_algorithm("ddpg").make_trainer(agent, env, CONFIG, UPDATES_PER_CHUNK, None)
-    state = trainer.init(jax.random.key(0))
-    chunk = trainer.chunk.lower(state).compile()
     returns = {}
-    for corrupt in (False, True):
-        state = trainer.init(jax.random.key(0))
-        state = state.replace(agent=(state.agent[0], jnp.asarray(corrupt)))
-        for _ in range(CHUNKS):
-            state, metrics = chunk(state)
+    for corrupt, (state, metrics) in flagged_runs(trainer, 0, CHUNKS).items():
         assert np.all(np.isfinite(np.asarray(metrics["critic_loss"])))
         returns[corrupt] = float(recent_mean_return(state.env.stats))
     # An arm that does not move (the initial policy, or one whose critic learns nothing)

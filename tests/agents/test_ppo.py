@@ -3,18 +3,16 @@ advantage normalization, the unclipped Gaussian action, the observation normaliz
 reward scaling, shapes, config errors, learning."""
 
 import dataclasses
-import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
+from _corruptible import cartpole_runs
 
 from rljax import envs
 from rljax.agents import ppo
-from rljax.envs.stats import recent_mean_return
-from rljax.loops.on_policy import make_on_policy_trainer
 from rljax.types import Rollout
 
 T, B = 6, 4
@@ -480,28 +478,10 @@ def test_learning_rate_anneals_linearly_per_update():
 CARTPOLE = ppo.PPOConfig()
 
 
-def train_cartpole(config, seed, max_steps):
-    """Trains on CartPole-v1 until solved (100-episode mean >= 475) or ``max_steps``;
-    returns (solved_at, best 100-episode mean, env steps, seconds after compiling)."""
-    env = envs.make("CartPole-v1", config.num_envs, seed)
-    trainer = make_on_policy_trainer(ppo.make_ppo(config, env.spec), env,
-                                     rollout_len=config.rollout_len,
-                                     updates_per_chunk=20_000 // config.steps_per_update,
-                                     threshold=475.0)
-    state = trainer.init(jax.random.key(seed))
-    chunk = trainer.chunk.lower(state).compile()
-    start, best = time.perf_counter(), 0.0
-    while int(state.solved_at) < 0 and int(state.env_steps) < max_steps:
-        state, _ = chunk(state)
-        best = max(best, float(np.nan_to_num(recent_mean_return(state.env.stats))))
-    return int(state.solved_at), best, int(state.env_steps), time.perf_counter() - start
-
-
 @pytest.mark.slow
-def test_ppo_solves_cartpole_and_a_flipped_surrogate_does_not(monkeypatch):
-    solved_at, best, _, _ = train_cartpole(CARTPOLE, 0, 500_000)
+def test_ppo_solves_cartpole_and_a_flipped_surrogate_does_not():
+    (solved_at, best), (flipped_solved_at, flipped_best) = cartpole_runs(
+        ppo.make_ppo, CARTPOLE, 0, [(False, 500_000), (True, 100_000)],
+        ppo.losses, "clipped_surrogate_loss")
     assert 0 <= solved_at <= 500_000, best
-    original = ppo.losses.clipped_surrogate_loss
-    monkeypatch.setattr(ppo.losses, "clipped_surrogate_loss", lambda *a: -original(*a))
-    solved_at, best, _, _ = train_cartpole(CARTPOLE, 0, 100_000)
-    assert solved_at < 0 and best < 50, best
+    assert flipped_solved_at < 0 and flipped_best < 50, flipped_best

@@ -14,10 +14,10 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
+from _corruptible import flagged_runs, with_negated_rewards
 
 from rljax import envs
 from rljax.agents import sac
-from rljax.agents.base import Agent, Update
 from rljax.buffers.nstep import NStepTransition
 from rljax.buffers.prioritized import PrioritizedSample
 from rljax.envs.spec import EnvSpec
@@ -328,27 +328,6 @@ def test_config_for_the_loop():
 # --- learning --------------------------------------------------------------------------
 
 
-def with_corruptible_target(agent: Agent) -> Agent:
-    """The agent with state ``(state, corrupt)``: where ``corrupt``, the critics learn
-    from rewards of the wrong sign."""
-
-    def init(key):
-        return agent.init(key), jnp.zeros((), bool)
-
-    def act_(state, obs, key, step, new_episode):
-        action, extras, inner = agent.act(state[0], obs, key, step, new_episode)
-        return action, extras, (inner, state[1])
-
-    def update(state, batch, key):
-        tr = batch.transition
-        tr = tr._replace(reward=jnp.where(state[1], -tr.reward, tr.reward))
-        inner, metrics, td = agent.update(state[0], batch._replace(transition=tr), key)
-        return Update((inner, state[1]), metrics, td)
-
-    return Agent(init, act_, update, agent.policy, lambda s: agent.params(s[0]),
-                 lambda s, tr: agent.td_error(s[0], tr))
-
-
 LEARN = sac.SACConfig(num_envs=10, env_steps_per_update=2, grad_steps=10, batch_size=128,
                       learning_starts=1_000, random_steps=1_000, buffer_size=50_000,
                       actor_hidden=(64, 64), critic_hidden=(64, 64), actor_lr=1e-3,
@@ -359,16 +338,10 @@ LEARN_CHUNKS = 6  # of 250 updates, 5,000 env steps each
 @pytest.mark.slow
 def test_sac_learns_reacher_and_a_corrupted_critic_does_not():
     env = envs.make("Reacher-v5", LEARN.num_envs, seed=0)
-    trainer = off_policy(with_corruptible_target(sac.make_sac(LEARN, env.spec)), env, LEARN,
+    trainer = off_policy(with_negated_rewards(sac.make_sac(LEARN, env.spec)), env, LEARN,
                          250, threshold=None)
-    state = trainer.init(jax.random.key(0))
-    chunk = trainer.chunk.lower(state).compile()
     returns = {}
-    for corrupt in (False, True):
-        state = trainer.init(jax.random.key(0))
-        state = state.replace(agent=(state.agent[0], jnp.asarray(corrupt)))
-        for _ in range(LEARN_CHUNKS):
-            state, metrics = chunk(state)
+    for corrupt, (state, metrics) in flagged_runs(trainer, 0, LEARN_CHUNKS).items():
         assert np.all(np.isfinite(np.asarray(metrics["critic_loss"])))
         returns[corrupt] = float(recent_mean_return(state.env.stats))
     # Random actions score about -43 per episode, an arm that stays put about -10.

@@ -14,7 +14,7 @@ from rljax.run.config import from_preset
 SCRIPT = textwrap.dedent("""
     import os
     os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
-    import dataclasses, sys
+    import dataclasses, json, sys
     import jax, numpy as np
     from rljax.run.config import from_preset
     from rljax.run.build import build
@@ -43,11 +43,28 @@ SCRIPT = textwrap.dedent("""
                                       np.asarray(one.env.stats.episodes))
         return sharded
 
-    # 8 A2C seeds, 2 per device.
-    a2c = dataclasses.replace(from_preset("cartpole-a2c", num_envs=4, total_steps=8_000,
-                                          num_seeds=8, tensorboard=False), chunk_steps=400)
-    state = compare(a2c, 2, 1e-5)
-    assert len({float(x) for x in np.asarray(state.env.stats.episodes)}) > 1
+    # 8 A2C seeds, 2 per device, through the driver (run directory, per-seed folders,
+    # summary), against the same seeds in one program on one device.
+    # (2-step rollouts, short to compile: 20 updates a chunk.)
+    a2c = dataclasses.replace(from_preset("cartpole-a2c", num_envs=4, rollout_len=2,
+                                          total_steps=320, num_seeds=8, tensorboard=False),
+                              chunk_steps=160)
+    result = train_run(dataclasses.replace(a2c, devices=4, logdir=sys.argv[1]), progress=False)
+    assert result.summary["num_seeds"] == 8 and len(result.summary["seeds"]) == 8
+    sharded = result.state
+    assert len(jax.tree.leaves(sharded.agent)[0].sharding.device_set) == 4
+    one, m1, _ = run_chunks(a2c, 2)
+    for a, b in zip(jax.tree.leaves(sharded.agent), jax.tree.leaves(one.agent), strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
+    episodes = np.asarray(sharded.env.stats.episodes)
+    np.testing.assert_array_equal(episodes, np.asarray(one.env.stats.episodes))
+    assert len({float(x) for x in episodes}) > 1
+    for k in range(8):  # each seed's logged loss: the mean over its last chunk's updates
+        path = os.path.join(result.run_dir, f"seed_{k}", "metrics.jsonl")
+        with open(path) as f:
+            rows = [json.loads(line) for line in f]
+        assert [r["env_steps"] for r in rows] == [160, 320]
+        np.testing.assert_allclose(rows[-1]["loss"], np.mean(m1["loss"][k]), rtol=1e-5)
     # A sweep (2 values x 2 seeds), one member per device.
     sweep = dataclasses.replace(a2c, num_seeds=2, sweep=("entropy_coef", (0.0, 0.05)))
     compare(sweep, 2, 1e-5)
@@ -76,13 +93,14 @@ SCRIPT = textwrap.dedent("""
     for a, b in zip(jax.tree.leaves(dp.agent), jax.tree.leaves(one.agent), strict=True):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(m4["loss"], m1["loss"], rtol=1e-5, atol=1e-6)
+    # ... and through the driver, learning on.
     single = dataclasses.replace(from_preset("cartpole-a2c", total_steps=8_000,
                                              tensorboard=False), chunk_steps=4_000)
-    dp, _, _ = run_chunks(dataclasses.replace(single, devices=4), 2)
-    assert int(dp.env.stats.episodes) > 100
-    result = train_run(dataclasses.replace(single, devices=4, total_steps=16_000,
-                                           logdir=sys.argv[1]), progress=False)
-    assert result.summary["env_steps"] == 16_000 and "seeds" not in result.summary
+    result = train_run(dataclasses.replace(single, devices=4, logdir=sys.argv[1]),
+                       progress=False)
+    assert result.summary["env_steps"] == 8_000 and "seeds" not in result.summary
+    assert result.summary["episodes"] > 100
+    assert result.state.env.obs.sharding.spec == jax.sharding.PartitionSpec("data")
     # One DQN agent data-parallel: every device stores every shard's transitions and
     # samples the same batches, learning from a quarter of each (8 envs as 4 x 2,
     # minibatch 64 as 4 x 16): 32 updates of 4 gradient steps once learning starts. (Later
@@ -119,13 +137,8 @@ SCRIPT = textwrap.dedent("""
                                 chunk_steps=2_000)
     one, m1 = compare_single(ddpg1, 3, 1e-3, atol=5e-4)
     assert np.isfinite(m1["critic_loss"]).all() and int(one.agent.step) >= 50
-    result = train_run(dataclasses.replace(dqn1, devices=4, logdir=sys.argv[1]),
-                       progress=False)
-    assert result.summary["env_steps"] == 2_048
-    # Through the driver: run directory, per-seed folders, summary.
-    result = train_run(dataclasses.replace(a2c, devices=4, total_steps=4_000,
-                                           logdir=sys.argv[1]), progress=False)
-    assert result.summary["num_seeds"] == 8 and len(result.summary["seeds"]) == 8
+    # (A data-parallel DQN run through the driver, checkpoint included, is
+    # tests/parallel/test_multihost.py's, over two processes.)
     print("OK")
 """)
 

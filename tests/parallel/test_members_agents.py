@@ -40,6 +40,7 @@ def _one_chunk(run: RunConfig):
     return jax.device_get((state, metrics)), agent
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_member_k_of_four_seeds_equals_the_single_run(case):
     algo, env_id, config = CASES[case]

@@ -28,24 +28,29 @@ def _small(**kw) -> RunConfig:
     return from_preset("cartpole-a2c", num_envs=4, total_steps=8_000, tensorboard=False, **kw)
 
 
-@pytest.mark.parametrize("field,values", [("actor_lr", (1e-4, 3e-3)), ("gamma", (0.9, 0.99)),
-                                          ("entropy_coef", (0.0, 0.05))])
-def test_sweep_member_equals_single_run_with_that_value(field, values):
-    run = dataclasses.replace(_small(seed=3), chunk_steps=400, num_seeds=2,
+# Members are value-major: k = 1 is (value 0, seed 4), k = 2 is (value 1, seed 3). Either
+# one tells value-major from seed-major order; k = 1 also checks that the seed advances
+# within a value, k = 2 that it restarts at the next value. Each case compares the member
+# whose value differs from the preset's (actor_lr 5e-4, gamma 0.99, entropy_coef 0.005).
+@pytest.mark.parametrize("field,values,k", [("actor_lr", (1e-4, 3e-3), 2),
+                                            ("gamma", (0.9, 0.99), 1),
+                                            ("entropy_coef", (0.0, 0.05), 2)])
+def test_sweep_member_equals_single_run_with_that_value(field, values, k):
+    # 2-step rollouts (short to compile), 20 updates a chunk.
+    run = dataclasses.replace(_small(seed=3, rollout_len=2), chunk_steps=160, num_seeds=2,
                               sweep=(field, values))
+    assert run.members[1] == (4, values[0]) and run.members[2] == (3, values[1])
     many, many_metrics = _run(run)
     assert many_metrics["loss"].shape[0] == 4
-    for k, (seed, value) in enumerate(run.members):
-        if k not in (1, 2):  # (value 0, seed 4) and (value 1, seed 3)
-            continue
-        single = dataclasses.replace(
-            run, seed=seed, num_seeds=1, sweep=None,
-            config=dataclasses.replace(run.config, **{field: value}))
-        one, one_metrics = _run(single)
-        for a, b in zip(jax.tree.leaves(many.agent), jax.tree.leaves(one.agent), strict=True):
-            np.testing.assert_allclose(a[k], b, rtol=2e-5, atol=MEMBER_ATOL)
-        np.testing.assert_allclose(many_metrics["loss"][k], one_metrics["loss"], rtol=2e-5,
-                                   atol=1e-6)
+    seed, value = run.members[k]
+    assert value != getattr(run.config, field)
+    single = dataclasses.replace(run, seed=seed, num_seeds=1, sweep=None,
+                                 config=dataclasses.replace(run.config, **{field: value}))
+    one, one_metrics = _run(single)
+    for a, b in zip(jax.tree.leaves(many.agent), jax.tree.leaves(one.agent), strict=True):
+        np.testing.assert_allclose(a[k], b, rtol=2e-5, atol=MEMBER_ATOL)
+    np.testing.assert_allclose(many_metrics["loss"][k], one_metrics["loss"], rtol=2e-5,
+                               atol=1e-6)
     # Members with the same seed and different values share init and envs but not learning.
     assert any(not np.allclose(leaf[0], leaf[2]) for leaf in jax.tree.leaves(many.agent.params))
 

@@ -1,7 +1,10 @@
 """Checkpoints: bit-exact restore, resume, interruption, and every bad input."""
 
+import hashlib
 import json
 import os
+import pathlib
+import shutil
 import signal
 import subprocess
 import sys
@@ -72,20 +75,130 @@ def test_resume_with_another_config_is_refused(saved_run, extra, message, capsys
     assert code == 2 and message in err and "Traceback" not in err, err
 
 
+def _biggest_data_file(run_dir) -> pathlib.Path:
+    files = [p for p in (pathlib.Path(run_dir) / "checkpoint").glob("*/state/**/*")
+             if p.is_file()]
+    return max(files, key=lambda p: p.stat().st_size)
+
+
 def test_corrupted_and_missing_checkpoints(saved_run, tmp_path, capsys):
     _, result = saved_run
-    bad = tmp_path / "bad"
-    subprocess.run(["cp", "-r", result.run_dir, str(bad)], check=True)
-    state_file = bad / "checkpoint" / "state.msgpack"
-    state_file.write_bytes(state_file.read_bytes()[:1000])
-    assert cli.main(["train", "cartpole-a2c", "--resume", str(bad), "--quiet"]) == 2
-    assert "corrupted or truncated" in capsys.readouterr().err
-    (bad / "checkpoint" / "manifest.json").write_text("{not json")
+    for damage, message in [
+            (lambda f: f.write_bytes(f.read_bytes()[:1000]), "is corrupted or truncated"),
+            (lambda f: f.write_bytes(_flip(f.read_bytes())), "do not match the checksums")]:
+        bad = tmp_path / damage.__name__ / message[:6]
+        shutil.copytree(result.run_dir, bad)
+        damage(_biggest_data_file(bad))
+        assert cli.main(["train", "cartpole-a2c", "--resume", str(bad), "--quiet"]) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1, err
+    (manifest,) = (bad / "checkpoint").glob("*/manifest/metadata")
+    manifest.write_text("{not json")
     assert cli.main(["train", "cartpole-a2c", "--resume", str(bad), "--quiet"]) == 2
     err = capsys.readouterr().err
     assert "checkpoint manifest" in err and "is unreadable" in err, err
     assert cli.main(["train", "cartpole-a2c", "--resume", str(tmp_path), "--quiet"]) == 2
     assert "no checkpoint in" in capsys.readouterr().err
+    assert cli.main(["train", "--resume", str(tmp_path / "nowhere"), "--quiet"]) == 2
+    assert "no checkpoint in" in capsys.readouterr().err
+
+
+def _flip(data: bytes) -> bytes:
+    middle = len(data) // 2
+    return data[:middle] + bytes([data[middle] ^ 1]) + data[middle + 1:]
+
+
+def test_foreign_checkpoint_is_refused(tmp_path):
+    from rljax.run import checkpoint_store
+
+    checkpoint_store.write(str(tmp_path / "checkpoint"), 5, {"x": jnp.ones(3)}, {"a": 1}, keep=2)
+    with pytest.raises(checkpoint.CheckpointError, match="is not an rljax checkpoint"):
+        checkpoint.read_manifest(str(tmp_path))
+
+
+def test_keeps_the_last_checkpoints_and_replaces_a_step(saved_run, tmp_path):
+    run, result = saved_run
+    state = result.state
+    for steps in (100, 200, 300):
+        checkpoint.save(str(tmp_path), state.replace(env_steps=jnp.int32(steps)),
+                        {"run": run.to_dict()})
+    folder = tmp_path / "checkpoint"
+    assert sorted(os.listdir(folder)) == ["200", "300"]
+    assert checkpoint.latest_step(str(tmp_path)) == 300
+    assert checkpoint.read_manifest(str(tmp_path))["env_steps"] == 300
+    again = checkpoint.save(str(tmp_path), state.replace(env_steps=jnp.int32(300)),
+                            {"run": run.to_dict()})
+    assert again == str(folder / "300") and sorted(os.listdir(folder)) == ["200", "300"]
+    assert checkpoint.save(str(tmp_path), state, {"run": run.to_dict()}, keep=1)
+    assert os.listdir(folder) == [str(int(state.env_steps))]
+
+
+def test_a_save_that_cannot_fit_is_refused_before_writing(saved_run, tmp_path, monkeypatch):
+    from rljax.run import checkpoint_store
+
+    run, result = saved_run
+    checkpoint.save(str(tmp_path), result.state, {"run": run.to_dict()})
+    real = os.statvfs
+
+    def nearly_full(path):
+        stat = real(path)
+        return os.statvfs_result((stat.f_bsize, stat.f_frsize, stat.f_blocks, 1, 1,
+                                  *stat[5:]))
+
+    monkeypatch.setattr(checkpoint_store.os, "statvfs", nearly_full)
+    later = result.state.replace(env_steps=jnp.int32(40_000))
+    with pytest.raises(checkpoint.SaveError) as exc:
+        checkpoint.save(str(tmp_path), later, {"run": run.to_dict()})
+    message = str(exc.value)
+    assert message.startswith("could not save the checkpoint at env step 40,000 in ")
+    assert "No space left on device [errno ENOSPC] (it needs " in message
+    assert message.endswith("; the last complete checkpoint (env step 20,000) is kept")
+    assert os.listdir(tmp_path / "checkpoint") == ["20000"]
+
+
+def _save_legacy(run_dir, state, run) -> None:
+    """A checkpoint as rljax wrote it before orbax: state.msgpack and manifest.json."""
+    import flax.serialization
+
+    folder = pathlib.Path(run_dir) / "checkpoint"
+    data = flax.serialization.to_bytes(jax.device_get(checkpoint._payload(state)))
+    (folder / "state.msgpack").write_bytes(data)
+    manifest = {"rljax_version": "0.1.0", "preset": run.preset, "algo": run.algo,
+                "env_id": run.env_id, "run": dict(run.to_dict(), checkpoint_steps=100_000),
+                "env_steps": int(state.env_steps), "sha256": hashlib.sha256(data).hexdigest(),
+                "bytes": len(data)}
+    del manifest["run"]["checkpoint_every"]
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+
+
+def test_legacy_run_directory_restores_and_resumes(saved_run, tmp_path):
+    run, result = saved_run
+    legacy = tmp_path / "legacy"
+    shutil.copytree(result.run_dir, legacy)
+    for step in (legacy / "checkpoint").iterdir():
+        shutil.rmtree(step)
+    _save_legacy(legacy, result.state, run)
+    _, _, trainer, _ = build(run)
+    restored = checkpoint.restore(str(legacy), trainer.init(jax.random.key(5)))
+    for a, b in zip(jax.tree.leaves(result.state.agent), jax.tree.leaves(restored.agent),
+                    strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    # The resumed run writes orbax checkpoints; the old files go once two newer exist.
+    longer = from_preset("cartpole-a2c", total_steps=60_000, logdir=run.logdir,
+                         tensorboard=False, checkpoint_every=20_000)
+    resumed = train_run(longer, progress=False, resume=str(legacy))
+    assert resumed.summary["resumed_from_step"] == 20_000
+    assert sorted(os.listdir(legacy / "checkpoint")) == ["40000", "60000"]
+    # A damaged legacy file is refused as before.
+    damaged = tmp_path / "damaged"
+    shutil.copytree(legacy, damaged)
+    for step in (damaged / "checkpoint").iterdir():
+        shutil.rmtree(step)
+    _save_legacy(damaged, result.state, run)
+    state_file = damaged / "checkpoint" / "state.msgpack"
+    state_file.write_bytes(state_file.read_bytes()[:1000])
+    with pytest.raises(checkpoint.CheckpointError, match="corrupted or truncated"):
+        checkpoint.restore(str(damaged), trainer.init(jax.random.key(5)))
 
 
 def test_nonfinite_loss_stops_with_clear_error(tmp_path, monkeypatch, capsys):
@@ -119,13 +232,14 @@ def test_sigint_saves_and_resumed_run_solves(tmp_path):
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
-    assert "resume with: rljax train cartpole-a2c" in err and "Traceback" not in err
     run_dir = metrics.parent
+    assert f"resume with: rljax train --resume {run_dir}\n" in err and "Traceback" not in err
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["interrupted"] is True
     saved = checkpoint.read_manifest(str(run_dir))["env_steps"]
     assert saved == summary["env_steps"] < 500_000
-    resumed = subprocess.run(cmd + ["--resume", str(run_dir)], capture_output=True, text=True,
+    resumed = subprocess.run([sys.executable, "-m", "rljax.run.cli", "train", "--resume",
+                              str(run_dir), "--quiet"], capture_output=True, text=True,
                              timeout=400)
     assert resumed.returncode == 0, resumed.stderr
     final = json.loads(resumed.stdout)

@@ -29,7 +29,7 @@ def _rljax(*args):
     (["train", "cartpole-a2c", "--total-steps", str(2**31)], "(below 2**31: the training loop "
      "counts env steps in int32), got 2147483648"),
     (["train", "cartpole-a2c", "--seed", "x"], "bad value 'x' for seed"),
-    (["train"], "the following arguments are required: preset"),
+    (["train"], "give a preset (see `rljax presets`), or --resume RUN_DIR"),
     (["fly"], "invalid choice: 'fly'"),
     (["train", "cartpole-a2c", "--coordinator", "h:1"], "need --distributed"),
     (["train", "cartpole-a2c", "--distributed", "--num-processes", "2"],

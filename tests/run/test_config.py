@@ -44,7 +44,7 @@ def test_round_trip_with_every_run_field_changed():
     run = dataclasses.replace(
         from_preset("cartpole-a2c", sweep="actor_lr=1e-3,5e-4"), seed=7, num_seeds=3,
         threshold=100.0, env_options=(("frame_skip", 1), ("max_episode_steps", 200)),
-        chunk_steps=1_000, logdir="elsewhere", checkpoint_steps=5_000, stop_on_solve=True,
+        chunk_steps=1_000, logdir="elsewhere", checkpoint_every=5_000, stop_on_solve=True,
         eval_every=2_000, eval_episodes=3, tensorboard=False, wandb_project="proj")
     data = json.loads(json.dumps(run.to_dict()))
     assert data["sweep"] == {"actor_lr": [1e-3, 5e-4]}
@@ -164,8 +164,9 @@ def test_sweep_values_take_the_field_type():
     assert run.sweep == ("actor_lr", (1e-3, 5e-4))
     assert run.num_members == 4
     assert run.members == [(0, 1e-3), (1, 1e-3), (0, 5e-4), (1, 5e-4)]
-    run = from_preset("cartpole-a2c", sweep=("rollout_len", ["4", 8.0]))
-    assert run.sweep == ("rollout_len", (4, 8)) and all(type(v) is int for v in run.sweep[1])
+    run = from_preset("cartpole-dqn", sweep=("learning_starts", ["400", 800.0]))
+    assert run.sweep == ("learning_starts", (400, 800)) and all(
+        type(v) is int for v in run.sweep[1])
 
 
 @pytest.mark.parametrize("sweep,message", [
@@ -232,6 +233,6 @@ def test_run_config_refuses_bad_run_fields():
     with pytest.raises(ValueError, match="config for a2c must be a A2CConfig, got DQNConfig"):
         dataclasses.replace(run, config=PRESETS["cartpole-dqn"].run.config)
     for field, value in (("num_seeds", 0), ("num_seeds", 4097), ("seed", -1), ("eval_every", -1),
-                         ("chunk_steps", 0), ("checkpoint_steps", True), ("devices", 0)):
+                         ("chunk_steps", 0), ("checkpoint_every", True), ("devices", 0)):
         with pytest.raises(ValueError, match=field):
             dataclasses.replace(run, **{field: value})

@@ -1,0 +1,343 @@
+"""The checkpoint folder on disk, written and read with orbax-checkpoint.
+
+``RUN_DIR/checkpoint/`` holds one folder per save, named by its env step::
+
+    checkpoint/
+        120000/              a complete checkpoint
+            state/           the train state's arrays (OCDBT; one data folder per process)
+            manifest/        the manifest (JSON)
+        140000/
+        160000.orbax-checkpoint-tmp-.../   only while a save is under way
+
+A save writes everything into the ``*.orbax-checkpoint-tmp-*`` folder and then renames
+it to ``STEP/`` (an atomic rename on a POSIX filesystem), so a step folder is complete
+or absent; then the oldest steps beyond the last ``keep`` are deleted. A save that fails
+(a full disk, ...) removes its temporary folder; one left by a killed process is removed
+when the next save of that run starts.
+
+Every process of a multi-process run calls :func:`write` and :func:`read` with the same
+folder: each writes and reads only the shards of its own devices (orbax merges the
+processes' OCDBT indexes when a save completes), so nothing is gathered to one process.
+
+The manifest records each array's shape and dtype and a CRC-32 of every 64 MiB of it
+(computed by the process holding it); a read checks them, so a damaged file is refused
+rather than loaded.
+
+Arrays are written uncompressed, straight from the device buffers (on CPU these are host
+memory already, so a save makes no copy of the state). Reading fills each shard of a CPU
+device in place, a few chunks at a time, so a restore holds the state once, not twice
+(orbax's own reader reads every shard into a host buffer and copies it to the device);
+on an accelerator each shard goes through a host buffer, one shard at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import ctypes
+import errno
+import functools
+import glob
+import logging
+import os
+import shutil
+import sys
+import zlib
+from collections.abc import Iterator
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import orbax.checkpoint as ocp
+import tensorstore as ts
+
+_TMP_MARK = ".orbax-checkpoint-tmp"
+# Arrays are stored in chunks of at most this many bytes; reading goes chunk by chunk, so
+# this bounds the transient buffers of a read.
+CHUNK_BYTES = 64 << 20
+
+
+class Corrupted(ValueError):
+    """Arrays read back do not match the checksums saved with them."""
+
+
+def _shard_starts(sharding: Any, shape: tuple[int, ...]) -> list[tuple[int, ...]]:
+    """The start of every distinct shard of an array, in a fixed order."""
+    starts = {tuple(sl.indices(n)[0] for sl, n in zip(index, shape, strict=True))
+              for index in sharding.devices_indices_map(shape).values()}
+    return sorted(starts)
+
+
+def _pieces(nbytes: int) -> range:
+    return range(0, max(nbytes, 1), CHUNK_BYTES)
+
+
+def _checksums(arrays: dict[str, jax.Array]) -> dict[str, list[int]]:
+    """For each array, the CRC-32 of each ``CHUNK_BYTES`` piece of each shard (shards in
+    the order of :func:`_shard_starts`). Each process hashes the shards it holds (its
+    replica 0), one shard at a time (on an accelerator each is copied to the host for
+    it); the values are combined across processes, so every process returns the whole
+    table."""
+    out: dict[str, list[int]] = {}
+    with concurrent.futures.ThreadPoolExecutor(max(1, min(4, os.cpu_count() or 1))) as pool:
+        for name, x in arrays.items():
+            mine = {tuple(sl.indices(n)[0] for sl, n in zip(s.index, x.shape, strict=True)): s
+                    for s in x.addressable_shards if s.replica_id == 0}
+            shard_bytes = int(np.prod(x.sharding.shard_shape(x.shape))) * x.dtype.itemsize
+            out[name] = []
+            for start in _shard_starts(x.sharding, x.shape):
+                if start not in mine:
+                    out[name] += [0] * len(_pieces(shard_bytes))
+                    continue
+                data = np.ascontiguousarray(np.asarray(mine[start].data)).reshape(-1)
+                data = data.view(np.uint8)
+                out[name] += pool.map(zlib.crc32, [data[i:i + CHUNK_BYTES]
+                                                   for i in _pieces(data.nbytes)])
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        names = list(out)
+        table = np.asarray([c for n in names for c in out[n]], np.uint32)
+        table = np.asarray(multihost_utils.process_allgather(table)).max(axis=0).tolist()
+        for n in names:
+            out[n], table = table[:len(out[n])], table[len(out[n]):]
+    return out
+
+
+class Target(NamedTuple):
+    """How to read one saved array: its shape and dtype, and the sharding to place it on
+    (None: a host NumPy array)."""
+
+    shape: tuple[int, ...]
+    dtype: Any
+    sharding: Any = None
+
+
+def _buffer_of(x: jax.Array) -> np.ndarray:
+    """A writable NumPy view of the buffer of ``x``, a single-device CPU array, so that it
+    can be filled in place (the array stays XLA's own, so a jitted call can reuse it when
+    it is donated; a buffer adopted from NumPy would be copied instead)."""
+    if x.nbytes == 0:
+        return np.empty(x.shape, x.dtype)
+    raw = (ctypes.c_char * x.nbytes).from_address(x.unsafe_buffer_pointer())
+    return np.frombuffer(raw, np.uint8).view(x.dtype).reshape(x.shape)
+
+
+async def _read_into(buf: np.ndarray, piece: Any) -> None:
+    """Fills ``buf`` with the tensorstore view ``piece``, a few chunks at a time along the
+    first axis, so that tensorstore's own read buffers stay small."""
+    dest = ts.array(buf)[ts.d[:].translate_to[piece.domain.origin]]
+    if buf.ndim == 0 or buf.size == 0:
+        await dest.write(piece)
+        return
+    chunk_rows = piece.chunk_layout.read_chunk.shape[0] or buf.shape[0]
+    rows = chunk_rows * max(1, CHUNK_BYTES // max(1, chunk_rows * buf[:1].nbytes))
+    first, last = piece.domain.origin[0], piece.domain.exclusive_max[0]
+    for start in range(first, last, rows):
+        part = ts.d[0][start:min(start + rows, last)]
+        await dest[part].write(piece[part])
+
+
+async def _read_sharded(store: Any, shape: tuple[int, ...], sharding: Any) -> jax.Array:
+    """The array in ``store`` as a jax.Array on ``sharding``. Each of this process's
+    shards is read straight into a CPU device's buffer, or, on an accelerator, into a host
+    buffer that is then copied over and dropped."""
+    shards = []
+    for device, index in sharding.addressable_devices_indices_map(shape).items():
+        piece = store[index] if shape else store
+        dtype = piece.dtype.numpy_dtype
+        if device.platform == "cpu":
+            shard = jax.block_until_ready(jnp.zeros(piece.shape, dtype, device=device))
+            await _read_into(_buffer_of(shard), piece)
+        else:
+            buf = np.empty(piece.shape, dtype)
+            await _read_into(buf, piece)
+            shard = jax.block_until_ready(jax.device_put(buf, device))
+        shards.append(shard)
+    return jax.make_array_from_single_device_arrays(shape, sharding, shards)
+
+
+class _AdoptingArrayHandler(ocp.type_handlers.ArrayHandler):
+    """orbax's jax.Array handler with the reader of :func:`_read_sharded` (writing is
+    orbax's own). Small arrays are read concurrently, large ones one after another, so
+    that at most one large shard is in flight."""
+
+    async def deserialize(self, infos, args=None):
+        async def one(info, arg):
+            await info.await_path_creation()
+            spec = ocp.type_handlers.get_json_tspec_read(
+                info, use_ocdbt=bool(info.is_ocdbt_checkpoint))
+            store = await ts.open(spec, open=True, context=info.ts_context)
+            shape = tuple(store.shape)
+            if arg.global_shape is not None and tuple(arg.global_shape) != shape:
+                raise ValueError(f"{info.name} is saved with shape {shape}, "
+                                 f"expected {tuple(arg.global_shape)}")
+            return await _read_sharded(store, shape, arg.sharding)
+
+        pairs = list(zip(infos, args, strict=True))
+        large = {i for i, (_, arg) in enumerate(pairs) if arg.global_shape is not None and
+                 np.prod(arg.global_shape) * np.dtype(arg.dtype).itemsize > CHUNK_BYTES}
+        small = [i for i in range(len(pairs)) if i not in large]
+        out = dict(zip(small, await asyncio.gather(*[one(*pairs[i]) for i in small]),
+                       strict=True))
+        for i in sorted(large):
+            out[i] = await one(*pairs[i])
+        return [out[i] for i in range(len(pairs))]
+
+
+@functools.cache
+def _registry() -> Any:
+    return ocp.type_handlers.create_type_handler_registry(
+        (jax.Array, _AdoptingArrayHandler()), (np.ndarray, ocp.type_handlers.NumpyHandler()))
+
+
+@contextlib.contextmanager
+def _manager(folder: str, keep: int | None = None, write: bool = False) -> Iterator[Any]:
+    """An orbax CheckpointManager of ``folder``; only a ``write`` one creates the folder,
+    removes unfinished saves' temporary folders when it starts, and deletes old steps
+    (so reading a run directory while its run saves is safe). orbax's log lines (a step
+    folder left half-deleted by a crash, a write that failed, ...) are silenced: failures
+    surface as exceptions, which the callers report in one line."""
+    state = ocp.PyTreeCheckpointHandler(use_compression=False,
+                                        type_handler_registry=_registry())
+    options = ocp.CheckpointManagerOptions(
+        max_to_keep=keep if write else None, create=write,
+        cleanup_tmp_directories=write, enable_async_checkpointing=False,
+        save_root_metadata=False,
+        atomicity_options=ocp.options.AtomicityOptions(
+            mode=ocp.options.AtomicityMode.ATOMIC_RENAME))
+    absl = logging.getLogger("absl")
+    level = absl.level
+    absl.setLevel(logging.CRITICAL)
+    try:
+        with ocp.CheckpointManager(os.path.abspath(folder), options=options, item_handlers={
+                "state": state, "manifest": ocp.JsonCheckpointHandler()}) as manager:
+            yield manager
+    finally:
+        absl.setLevel(level)
+
+
+def steps(folder: str) -> list[int]:
+    """The env steps of the complete checkpoints in ``folder``, oldest first."""
+    if not os.path.isdir(folder):
+        return []
+    with _manager(folder) as manager:
+        return sorted(manager.all_steps())
+
+
+def step_dir(folder: str, step: int) -> str:
+    return os.path.join(folder, str(step))
+
+
+def remove_unfinished(folder: str, step: int) -> None:
+    """Deletes the temporary folder(s) of an unfinished save of ``step``."""
+    for path in glob.glob(os.path.join(glob.escape(folder), f"{step}{_TMP_MARK}*")):
+        shutil.rmtree(path, ignore_errors=True)
+
+
+class NoSpace(OSError):
+    """The filesystem has less free space than a checkpoint needs."""
+
+    def __init__(self, needed: int, free: int):
+        super().__init__(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        self.detail = f"it needs {needed / 2**20:,.1f} MiB, {free / 2**20:,.1f} MiB are free"
+
+
+def _check_space(folder: str, arrays: dict[str, jax.Array]) -> None:
+    """Raises NoSpace, on every process, unless each process's filesystem has room for
+    the shards it writes (plus 1% and 1 MiB for metadata): a full disk is refused before
+    anything is written."""
+    needed = sum(s.data.nbytes for x in arrays.values() for s in x.addressable_shards
+                 if s.replica_id == 0)
+    needed += needed // 100 + (1 << 20)
+    parent = folder
+    while not os.path.isdir(parent) and os.path.dirname(parent) != parent:
+        parent = os.path.dirname(parent)
+    stat = os.statvfs(parent)
+    free = stat.f_bavail * stat.f_frsize
+    room = np.asarray([needed <= free], np.int32)
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        room = np.asarray(multihost_utils.process_allgather(room))
+    if not room.all():
+        raise NoSpace(needed, free)
+
+
+@contextlib.contextmanager
+def _quiet_teardown() -> Iterator[None]:
+    """Drops the "Event loop is closed" errors that tensorstore's callbacks print when a
+    failed save has closed orbax's event loop under writes still in flight (the failure
+    itself is raised and reported); everything else goes to the usual hook."""
+    previous = sys.excepthook
+
+    def hook(kind, value, tb):
+        if not (kind is RuntimeError and str(value) == "Event loop is closed"):
+            previous(kind, value, tb)
+
+    sys.excepthook = hook
+    try:
+        yield
+    finally:
+        sys.excepthook = previous
+
+
+def write(folder: str, step: int, arrays: dict[str, jax.Array], manifest: dict,
+          keep: int) -> str:
+    """Saves ``arrays`` and ``manifest`` as checkpoint ``step`` of ``folder`` (replacing
+    one of the same step), keeps the last ``keep`` checkpoints, and returns its folder.
+    Every process calls this. On failure the temporary folder is removed and the
+    exception propagates; :class:`NoSpace` before anything is written."""
+    _check_space(folder, arrays)
+    with _manager(folder, keep, write=True) as manager, _quiet_teardown():
+        if step in manager.all_steps():
+            manager.delete(step)
+        manifest = dict(manifest, checksums=_checksums(arrays), arrays={
+            name: [list(x.shape), str(x.dtype)] for name, x in arrays.items()})
+        try:
+            chunks = {name: ocp.SaveArgs(chunk_byte_size=CHUNK_BYTES) for name in arrays}
+            manager.save(step, args=ocp.args.Composite(
+                state=ocp.args.PyTreeSave(arrays, save_args=chunks),
+                manifest=ocp.args.JsonSave(manifest)))
+            manager.wait_until_finished()
+        except BaseException:
+            if jax.process_index() == 0:
+                remove_unfinished(folder, step)
+            raise
+    return step_dir(folder, step)
+
+
+def read_manifest(folder: str, step: int) -> dict:
+    with _manager(folder) as manager:
+        restored = manager.restore(step, args=ocp.args.Composite(
+            manifest=ocp.args.JsonRestore()))
+    return dict(restored["manifest"])
+
+
+def read(folder: str, step: int, targets: dict[str, Target],
+         checksums: dict[str, list[int]]) -> dict[str, Any]:
+    """Reads checkpoint ``step``'s arrays as ``targets`` says (every process calls this and
+    reads its own shards) and checks them against ``checksums`` (its manifest's).
+
+    Raises:
+        Corrupted: an array does not match its checksums.
+    """
+    item, restore_args = {}, {}
+    for name, t in targets.items():
+        item[name] = jax.ShapeDtypeStruct(t.shape, t.dtype, sharding=t.sharding)
+        restore_args[name] = (ocp.RestoreArgs(restore_type=np.ndarray) if t.sharding is None
+                              else ocp.ArrayRestoreArgs(sharding=t.sharding,
+                                                        global_shape=t.shape, dtype=t.dtype))
+    with _manager(folder) as manager:
+        restored = manager.restore(step, args=ocp.args.Composite(
+            state=ocp.args.PyTreeRestore(item=item, restore_args=restore_args)))
+    arrays = dict(restored["state"])
+    # Host arrays (read with another shape, to be rebuilt) are checked by their rebuild.
+    found = _checksums({k: v for k, v in arrays.items() if isinstance(v, jax.Array)})
+    bad = [k for k in found if checksums.get(k) != found[k]]
+    if bad:
+        raise Corrupted(f"{len(bad)} array(s) do not match the checksums saved with them: "
+                        + ", ".join(bad[:3]))
+    return arrays

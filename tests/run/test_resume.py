@@ -1,0 +1,202 @@
+"""Resuming: ``rljax train --resume RUN_DIR`` alone, what a resume may change, the run
+directory's lock, metrics rows after a crash, and the checkpoint cadence."""
+
+import dataclasses
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+import rljax
+from rljax.run import checkpoint, cli, driver, rundir
+from rljax.run.config import RunConfig, from_preset
+from rljax.run.driver import train_run
+
+
+def _small_dqn(logdir, **changes) -> RunConfig:
+    run = from_preset("cartpole-dqn", total_steps=4_096, logdir=str(logdir), tensorboard=False,
+                      buffer_size=2_048, learning_starts=256, gamma=0.98)
+    return dataclasses.replace(run, chunk_steps=1_024, checkpoint_every=2_048, **changes)
+
+
+@pytest.fixture(scope="module")
+def dqn_run(tmp_path_factory):
+    run = _small_dqn(tmp_path_factory.mktemp("runs"))
+    return run, train_run(run, progress=False)
+
+
+@pytest.fixture
+def copy(dqn_run, tmp_path) -> str:
+    path = str(tmp_path / "copy")
+    shutil.copytree(dqn_run[1].run_dir, path)
+    return path
+
+
+def _steps(path) -> list[int]:
+    return [json.loads(line)["env_steps"] for line in open(os.path.join(path, "metrics.jsonl"))]
+
+
+def test_checkpoint_every_sets_the_cadence(dqn_run):
+    _, result = dqn_run
+    assert sorted(os.listdir(os.path.join(result.run_dir, "checkpoint"))) == ["2048", "4096"]
+    assert checkpoint.read_manifest(result.run_dir)["run"]["checkpoint_every"] == 2_048
+
+
+def test_resume_alone_continues_the_saved_configuration(copy, capsys):
+    assert cli.main(["train", "--resume", copy, "--total-steps", "6144", "--quiet"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["resumed_from_step"] == 4_096 and summary["env_steps"] == 6_144
+    config = json.loads(open(os.path.join(copy, "config.json")).read())
+    assert config["config"]["gamma"] == 0.98 and config["chunk_steps"] == 1_024
+    assert config["total_steps"] == 6_144 and config["tensorboard"] is False
+    assert _steps(copy) == [1_024, 2_048, 3_072, 4_096, 5_120, 6_144]
+
+
+@pytest.mark.parametrize("extra,message", [
+    (["--seed", "3"], "seed: checkpoint has 0, this run has 3"),
+    (["--set", "gamma=0.9"], "config.gamma: checkpoint has 0.98, this run has 0.9"),
+    (["--num-envs", "4", "--seeds", "2"], "config.num_envs: checkpoint has 8, this run has 4; "
+                                          "num_seeds: checkpoint has 1, this run has 2"),
+])
+def test_resume_refuses_what_a_resume_may_not_change(dqn_run, extra, message, capsys):
+    code = cli.main(["train", "--resume", dqn_run[1].run_dir, "--quiet", *extra])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and err.count("\n") == 1, err
+    assert "(a resume may change only total_steps, logdir, tensorboard" in err
+
+
+def test_resume_alone_in_the_api(copy):
+    run = rljax.train(resume=copy, total_steps=5_120, eval_every=5_000, eval_episodes=2)
+    assert run.summary["resumed_from_step"] == 4_096 and run.summary["env_steps"] == 5_120
+    assert run.config.config.gamma == 0.98 and "eval_return_mean" in run.summary
+    with pytest.raises(checkpoint.CheckpointError, match="config.lr: checkpoint has"):
+        rljax.train(resume=copy, lr=1e-2)
+    with pytest.raises(ValueError, match="train needs a preset or RunConfig, or resume"):
+        rljax.train()
+
+
+def test_a_run_directory_in_use_is_refused(dqn_run, capsys):
+    run, result = dqn_run
+    with rundir.lock(result.run_dir):
+        assert cli.main(["train", "--resume", result.run_dir, "--quiet"]) == 2
+        err = capsys.readouterr().err
+        assert err == (f"rljax: error: run directory {result.run_dir} is in use by process "
+                       f"{os.getpid()} (its .lock is locked); wait for that run to end or "
+                       "stop it\n")
+        with pytest.raises(rundir.RunDirInUse):
+            train_run(run, progress=False, resume=result.run_dir)
+
+
+def test_a_run_directory_that_cannot_be_written_is_refused(copy, capsys):
+    # (A read-only folder is writable by root, so the lock file is made unopenable.)
+    lock = os.path.join(copy, rundir.LOCK_FILE)
+    if os.path.exists(lock):
+        os.remove(lock)
+    os.mkdir(lock)
+    assert cli.main(["train", "--resume", copy, "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"rljax: error: cannot write in run directory {copy} (.lock: ")
+    assert err.count("\n") == 1
+    with pytest.raises(ValueError, match="cannot write in run directory"):
+        rljax.train(resume=copy)
+
+
+def test_a_fresh_run_into_a_directory_with_a_checkpoint_is_refused(dqn_run):
+    run, result = dqn_run
+    with pytest.raises(ValueError, match="already holds a checkpoint .env step 4,096.; "
+                                         "continue it with resume"):
+        train_run(run, run_dir=result.run_dir, progress=False)
+
+
+def test_metrics_logged_after_the_checkpoint_are_dropped(dqn_run, copy):
+    with open(os.path.join(copy, "metrics.jsonl"), "a") as f:
+        f.write('{"env_steps": 5120}\n{"env_steps": 6144}\n{"env_st')  # then it crashed
+    train_run(dataclasses.replace(dqn_run[0], total_steps=5_120), progress=False, resume=copy)
+    assert _steps(copy) == [1_024, 2_048, 3_072, 4_096, 5_120]
+
+
+KILLED_RUN = textwrap.dedent("""
+    import dataclasses, sys
+    from rljax.run.config import from_preset
+    from rljax.run.driver import train_run
+
+    run = from_preset("cartpole-dqn", total_steps=500_000, logdir=sys.argv[1],
+                      tensorboard=False, buffer_size=2_048, learning_starts=256)
+    train_run(dataclasses.replace(run, chunk_steps=1_024, checkpoint_every=3_072),
+              progress=False)
+""")
+
+
+def test_killed_between_saves_resumes_with_strictly_increasing_metrics(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-c", KILLED_RUN, str(tmp_path)])
+    try:
+        deadline, run_dir = time.time() + 240, None
+        while time.time() < deadline and run_dir is None:
+            time.sleep(0.05)
+            for path in tmp_path.glob("*/metrics.jsonl"):
+                steps = [json.loads(line)["env_steps"] for line in
+                         path.read_text().splitlines() if line.endswith("}")]
+                # Rows logged since the last checkpoint (at a multiple of 3,072).
+                if len(steps) >= 4 and steps[-1] % 3_072:
+                    run_dir = path.parent
+        assert run_dir is not None, "the run did not log"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=60)
+    finally:
+        proc.kill()
+    saved = checkpoint.latest_step(str(run_dir))
+    assert saved % 3_072 == 0 and _steps(run_dir)[-1] > saved
+    run = RunConfig.from_dict(json.loads((run_dir / "config.json").read_text()))
+    resumed = train_run(dataclasses.replace(run, total_steps=saved + 2_048), progress=False,
+                        resume=str(run_dir))
+    assert resumed.summary["resumed_from_step"] == saved
+    steps = _steps(run_dir)
+    assert steps == sorted(set(steps)) and steps[-1] == saved + 2_048, steps
+    assert steps[:saved // 1_024] == list(range(1_024, saved + 1, 1_024))
+
+
+def test_checkpoint_every_option_and_its_old_name(capsys):
+    args = cli._build_parser().parse_args(["train", "cartpole-dqn", "--checkpoint-every", "3e3"])
+    assert cli._run_config(args).checkpoint_every == 3_000
+    old = dict(from_preset("cartpole-dqn").to_dict(), checkpoint_steps=5_000)
+    del old["checkpoint_every"]
+    assert RunConfig.from_dict(old).checkpoint_every == 5_000
+    with pytest.raises(ValueError, match="has both 'checkpoint_steps' and 'checkpoint_every'"):
+        RunConfig.from_dict(dict(old, checkpoint_every=5_000))
+    with pytest.raises(ValueError) as exc:
+        from_preset("cartpole-dqn", checkpoint_steps=5)
+    assert str(exc.value) == ("run field 'checkpoint_steps' was renamed 'checkpoint_every'; "
+                              "set checkpoint_every instead")
+    assert cli.main(["train", "cartpole-dqn", "--set", "checkpoint_steps=5"]) == 2
+    assert "was renamed 'checkpoint_every'" in capsys.readouterr().err
+
+
+def test_chunk_steps_option(capsys):
+    args = cli._build_parser().parse_args(["train", "cartpole-dqn", "--chunk-steps", "4096"])
+    assert cli._run_config(args).chunk_steps == 4_096
+    assert from_preset("cartpole-dqn", chunk_steps=2_048).chunk_steps == 2_048
+    assert cli.main(["train", "cartpole-dqn", "--chunk-steps", "0", "--quiet"]) == 2
+    assert "chunk_steps" in capsys.readouterr().err
+    assert cli.main(["train", "cartpole-dqn", "--set", "chunk_steps=5"]) == 2
+    assert "use --chunk-steps" in capsys.readouterr().err
+
+
+def test_interruption_prints_the_short_resume_command(monkeypatch, capsys):
+    run_dir = "/tmp/a b/it's here"
+
+    def interrupted(*args, **kwargs):
+        raise driver.TrainingInterrupted(run_dir, 40_000)
+
+    monkeypatch.setattr(driver, "train_run", interrupted)
+    assert cli.main(["train", "cartpole-dqn", "--seed", "3", "--quiet"]) == 130
+    err = capsys.readouterr().err
+    assert err.endswith(f"rljax: resume with: rljax train --resume {shlex.quote(run_dir)}\n")
+    assert shlex.split(err.splitlines()[-1].split(": ", 2)[2]) == [
+        "rljax", "train", "--resume", run_dir]
