@@ -212,6 +212,13 @@ _PRESETS += [
 ]
 
 # PPO and PQN: rollout-then-learn agents on the on-policy loop.
+_ATARI_PPO = PPOConfig(num_envs=8, rollout_len=128, num_epochs=4, num_minibatches=4,
+                       lr=2.5e-4, anneal_lr=True, clip_eps=0.1, value_clip_eps=0.1,
+                       entropy_coef=0.01, value_coef=0.25, max_grad_norm=0.5, gae_lambda=0.95,
+                       shared_torso=True)
+_ATARI_PQN = PQNConfig(num_envs=128, rollout_len=32, num_epochs=2, num_minibatches=32,
+                       lr=2.5e-4, q_lambda=0.65, reward_scale=1.0,
+                       epsilon=((0, 1.0), (244, 0.001)))
 _PPO_KEYS = ("num_envs", "rollout_len", "num_epochs", "num_minibatches", "lr", "clip_eps",
              "entropy_coef", "gae_lambda")
 _PQN_KEYS = ("num_envs", "rollout_len", "num_epochs", "num_minibatches", "lr", "q_lambda",
@@ -244,10 +251,7 @@ _PRESETS += [
         name="breakout-ppo",
         algo="ppo",
         env_id="Breakout-v5",
-        config=PPOConfig(num_envs=8, rollout_len=128, num_epochs=4, num_minibatches=4,
-                         lr=2.5e-4, anneal_lr=True, clip_eps=0.1, value_clip_eps=0.1,
-                         entropy_coef=0.01, value_coef=0.25, max_grad_norm=0.5,
-                         gae_lambda=0.95, shared_torso=True),
+        config=_ATARI_PPO,
         total_steps=10_000_000,
         chunk_steps=10_240,
         key_params=_PPO_KEYS + ("anneal_lr", "value_clip_eps"),
@@ -296,9 +300,7 @@ _PRESETS += [
         name="breakout-pqn",
         algo="pqn",
         env_id="Breakout-v5",
-        config=PQNConfig(num_envs=128, rollout_len=32, num_epochs=2, num_minibatches=32,
-                         lr=2.5e-4, q_lambda=0.65, reward_scale=1.0,
-                         epsilon=((0, 1.0), (244, 0.001))),
+        config=_ATARI_PQN,
         total_steps=10_000_000,
         chunk_steps=40_960,
         key_params=_PQN_KEYS,
@@ -306,6 +308,19 @@ _PRESETS += [
               "minibatches, RAdam 2.5e-4, lambda 0.65, epsilon 1 -> 0.001 over the first 10% "
               "of updates), 10M env steps; not yet run in rljax",
     ),
+    _preset(
+        name="breakout-ppo-1m", algo="ppo", env_id="Breakout-v5", config=_ATARI_PPO,
+        total_steps=1_000_000, chunk_steps=10_240, key_params=_PPO_KEYS + ("anneal_lr",),
+        notes="a 1M-step CPU demonstration, NOT the reference: breakout-ppo's configuration "
+              "with a 1M-step budget (the learning rate anneals to 0 over 1M steps); "
+              "not yet run to the end on CPU"),
+    _preset(
+        name="breakout-pqn-1m", algo="pqn", env_id="Breakout-v5",
+        config=dataclasses.replace(_ATARI_PQN, epsilon=((0, 1.0), (24, 0.001))),
+        total_steps=1_000_000, chunk_steps=40_960, key_params=_PQN_KEYS,
+        notes="a 1M-step CPU demonstration, NOT the reference: breakout-pqn's configuration "
+              "with a 1M-step budget (244 updates; epsilon 1 -> 0.001 over the first 10%, "
+              "24 updates); not yet run to the end on CPU"),
 ]
 
 # TD3 and SAC: the off-policy loop with twin critics. The MuJoCo configurations are the
