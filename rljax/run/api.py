@@ -98,7 +98,8 @@ def train(preset_or_config: str | Preset | RunConfig | None = None, *, progress:
             of :data:`rljax.run.checkpoint.RESUMABLE_CHANGES` may differ from it.
         **overrides: ``env``, ``total_steps``, ``seed``, ``num_envs``, ``num_seeds``,
             ``sweep`` (``"field=v1,v2"`` or ``("field", [v1, v2])``), ``devices``,
-            ``logdir``, ``eval_every``, ``eval_episodes``, ``checkpoint_every``, ``chunk_steps``,
+            ``logdir``, ``eval_every``, ``eval_episodes``, ``checkpoint_every``,
+            ``keep_checkpoints``, ``chunk_steps``,
             ``tensorboard``, ``wandb_project`` and any field of the agent's config (not
             with a RunConfig).
     """

@@ -8,9 +8,9 @@ A checkpoint is a folder ``RUN_DIR/checkpoint/ENV_STEP/`` written by orbax-check
   one array per leaf, named by its path (``memory.replay.storage.obs``);
 * ``manifest/``: rljax version, preset, algorithm, env id, the run's config, env steps.
 
-Each save adds a step folder and then deletes all but the last ``keep`` (2); a save
-killed at any moment leaves the previous checkpoints as they were. Restoring reads the
-newest one.
+Each save adds a step folder and then deletes all but the last ``keep`` (the run's
+``keep_checkpoints``, 2 by default); a save killed at any moment leaves the previous
+checkpoints as they were. Restoring reads the newest one.
 
 Environments are not part of a checkpoint: a resumed run restarts its envs from
 ``reset()`` (the episodes in progress at save time are dropped from the statistics), and
@@ -45,7 +45,8 @@ KEEP = 2
 _LEGACY = ("state.msgpack", "manifest.json")
 # Fields that may differ between a checkpoint and the run resuming it.
 RESUMABLE_CHANGES = ("total_steps", "logdir", "tensorboard", "wandb_project", "chunk_steps",
-                     "checkpoint_every", "stop_on_solve", "eval_every", "eval_episodes")
+                     "checkpoint_every", "keep_checkpoints", "stop_on_solve", "eval_every",
+                     "eval_episodes")
 
 
 class CheckpointError(ValueError):

@@ -61,6 +61,8 @@ def _build_parser() -> argparse.ArgumentParser:
     train.add_argument("--checkpoint-every", metavar="STEPS",
                        help="save a checkpoint every STEPS env steps (default 100000; "
                             "always at the end)")
+    train.add_argument("--keep-checkpoints", metavar="N",
+                       help="keep the N newest checkpoints (default 2)")
     train.add_argument("--chunk-steps", metavar="STEPS",
                        help="env steps per compiled chunk: the cadence of metrics rows, "
                             "progress and checkpoints (default: the preset's)")
@@ -133,7 +135,7 @@ _RUN_OPTIONS = {"env": "--env", "total_steps": "--total-steps", "seed": "--seed"
                 "logdir": "--logdir", "tensorboard": "--no-tensorboard",
                 "wandb_project": "--wandb", "eval_every": "--eval-every",
                 "eval_episodes": "--eval-episodes", "checkpoint_every": "--checkpoint-every",
-                "chunk_steps": "--chunk-steps"}
+                "chunk_steps": "--chunk-steps", "keep_checkpoints": "--keep-checkpoints"}
 
 
 def _agent_assignments(args: argparse.Namespace) -> dict[str, str]:
@@ -168,7 +170,8 @@ def _run_config(args: argparse.Namespace):
                    sweep=args.sweep, devices=args.devices, logdir=args.logdir,
                    wandb_project=args.wandb, eval_every=args.eval_every,
                    eval_episodes=args.eval_episodes, checkpoint_every=args.checkpoint_every,
-                   chunk_steps=args.chunk_steps, **sets)
+                   chunk_steps=args.chunk_steps, keep_checkpoints=args.keep_checkpoints,
+                   **sets)
     if args.preset is not None:
         return from_preset(args.preset, tensorboard=not args.no_tensorboard, **changes)
     if args.resume is None:

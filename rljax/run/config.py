@@ -34,6 +34,8 @@ class RunConfig:
         preset: name of the preset it came from, if any.
         checkpoint_every: save a checkpoint every this many env steps (and at the end;
             rounded to whole chunks).
+        keep_checkpoints: how many of the newest checkpoints to keep (older ones are
+            deleted after each save).
         stop_on_solve: end training at the first chunk after ``threshold`` is reached.
         eval_every: evaluate the noise-free policy every this many env steps (0: never;
             always once at the end when set).
@@ -63,6 +65,7 @@ class RunConfig:
     logdir: str = "runs"
     preset: str | None = None
     checkpoint_every: int = 100_000
+    keep_checkpoints: int = 2
     stop_on_solve: bool = False
     eval_every: int = 0
     eval_episodes: int = 10
@@ -81,7 +84,7 @@ class RunConfig:
         # The loop's env-step counter is int32 (rljax.loops.state).
         validate.integer("total_steps", self.total_steps, low=1, high=validate.INT32_LIMIT - 1,
                          note="below 2**31: the training loop counts env steps in int32")
-        for name in ("chunk_steps", "checkpoint_every", "eval_episodes"):
+        for name in ("chunk_steps", "checkpoint_every", "keep_checkpoints", "eval_episodes"):
             validate.integer(name, getattr(self, name), low=1)
         validate.integer("seed", self.seed, low=0, high=validate.INT32_LIMIT - 1)
         for name in ("stop_on_solve", "tensorboard"):
@@ -127,6 +130,7 @@ class RunConfig:
             "env_options": dict(self.env_options),
             "chunk_steps": self.chunk_steps,
             "checkpoint_every": self.checkpoint_every,
+            "keep_checkpoints": self.keep_checkpoints,
             "stop_on_solve": self.stop_on_solve,
             "eval_every": self.eval_every,
             "eval_episodes": self.eval_episodes,
@@ -340,7 +344,7 @@ def override(base: RunConfig, *, env: str | None = None, total_steps: int | None
              tensorboard: bool | None = None, wandb_project: str | None = None,
              eval_every: int | None = None, eval_episodes: int | None = None,
              checkpoint_every: int | None = None, chunk_steps: int | None = None,
-             **overrides: Any) -> RunConfig:
+             keep_checkpoints: int | None = None, **overrides: Any) -> RunConfig:
     """``base`` with run-level and agent-field overrides (None: as in ``base``).
 
     Agent fields may be given as strings (from ``--set``) or Python values.
@@ -368,7 +372,7 @@ def override(base: RunConfig, *, env: str | None = None, total_steps: int | None
     for name, value in (("total_steps", total_steps), ("seed", seed), ("num_seeds", num_seeds),
                         ("devices", devices), ("eval_every", eval_every),
                         ("eval_episodes", eval_episodes), ("checkpoint_every", checkpoint_every),
-                        ("chunk_steps", chunk_steps)):
+                        ("chunk_steps", chunk_steps), ("keep_checkpoints", keep_checkpoints)):
         if value is not None:
             changes[name] = _coerce(name, int, value)
     given = {"logdir": logdir or None, "tensorboard": tensorboard, "wandb_project": wandb_project}

@@ -202,7 +202,7 @@ RUN_TYPES: dict[str, Any] = {
     "env": str, "total_steps": int, "seed": int, "num_envs": int, "num_seeds": int,
     "devices": int, "eval_every": int, "eval_episodes": int, "logdir": str,
     "tensorboard": bool, "wandb_project": str | None, "checkpoint_every": int,
-    "chunk_steps": int,
+    "chunk_steps": int, "keep_checkpoints": int,
 }
 
 

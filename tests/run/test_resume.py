@@ -178,6 +178,15 @@ def test_checkpoint_every_option_and_its_old_name(capsys):
     assert "was renamed 'checkpoint_every'" in capsys.readouterr().err
 
 
+def test_keep_checkpoints_may_change_on_resume(copy):
+    assert cli.main(["train", "--resume", copy, "--total-steps", "8192", "--keep-checkpoints",
+                     "1", "--quiet"]) == 0
+    assert os.listdir(os.path.join(copy, "checkpoint")) == ["8192"]
+    assert checkpoint.read_manifest(copy)["run"]["keep_checkpoints"] == 1
+    with pytest.raises(ValueError, match="keep_checkpoints must be"):
+        from_preset("cartpole-dqn", keep_checkpoints=0)
+
+
 def test_chunk_steps_option(capsys):
     args = cli._build_parser().parse_args(["train", "cartpole-dqn", "--chunk-steps", "4096"])
     assert cli._run_config(args).chunk_steps == 4_096
