@@ -26,18 +26,17 @@ def take_action(values: Array, action: Array, fill: float) -> Array:
     """``values[..., action]``, broadcasting ``values [..., A]`` against ``action [...]``, and
     ``fill`` where ``action`` is outside ``[0, A)`` (negative indices do not wrap).
 
-    An index pick, not a sum of a one-hot product: ``0 * -inf`` would make every masked
-    (``-inf``) entry a NaN in the value and in the gradient.
+    A select, not a sum of a one-hot product: ``0 * -inf`` would make every masked
+    (``-inf``) entry a NaN in the value and in the gradient, while ``where`` passes the
+    chosen entry through unchanged and gives the others a zero gradient. (It fuses with the
+    reduction; a gather was slower per training step: docs/benchmarks.md.)
     """
     num = values.shape[-1]
     if jnp.iinfo(action.dtype).max <= jnp.iinfo(jnp.int32).max:
         action = action.astype(jnp.int32)  # `num` fits, whatever the narrow dtype
-    batch = jnp.broadcast_shapes(values.shape[:-1], action.shape)
-    values = jnp.broadcast_to(values, batch + values.shape[-1:])
-    action = jnp.broadcast_to(action, batch)
+    chosen = action[..., None] == jnp.arange(num, dtype=action.dtype)
+    picked = jnp.sum(jnp.where(chosen, values, jnp.zeros((), values.dtype)), axis=-1)
     in_range = (action >= 0) & (action < num)
-    index = jnp.where(in_range, action, 0)[..., None]
-    picked = jnp.take_along_axis(values, index, axis=-1, mode="promise_in_bounds")[..., 0]
     return jnp.where(in_range, picked, jnp.asarray(fill, values.dtype))
 
 
