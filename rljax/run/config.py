@@ -34,8 +34,7 @@ class RunConfig:
         preset: name of the preset it came from, if any.
         checkpoint_every: save a checkpoint every this many env steps (and at the end;
             rounded to whole chunks).
-        keep_checkpoints: how many of the newest checkpoints to keep (older ones are
-            deleted after each save).
+        keep_checkpoints: how many of the newest checkpoints each save keeps.
         stop_on_solve: end training at the first chunk after ``threshold`` is reached.
         eval_every: evaluate the noise-free policy every this many env steps (0: never;
             always once at the end when set).
@@ -119,28 +118,12 @@ class RunConfig:
         return self.num_seeds * (len(self.sweep[1]) if self.sweep is not None else 1)
 
     def to_dict(self) -> dict:
-        return {
-            "preset": self.preset,
-            "algo": self.algo,
-            "env_id": self.env_id,
-            "total_steps": self.total_steps,
-            "seed": self.seed,
-            "num_seeds": self.num_seeds,
-            "threshold": self.threshold,
-            "env_options": dict(self.env_options),
-            "chunk_steps": self.chunk_steps,
-            "checkpoint_every": self.checkpoint_every,
-            "keep_checkpoints": self.keep_checkpoints,
-            "stop_on_solve": self.stop_on_solve,
-            "eval_every": self.eval_every,
-            "eval_episodes": self.eval_episodes,
-            "logdir": self.logdir,
-            "tensorboard": self.tensorboard,
-            "wandb_project": self.wandb_project,
-            "sweep": None if self.sweep is None else {self.sweep[0]: list(self.sweep[1])},
-            "devices": self.devices,
-            "config": dataclasses.asdict(self.config),
-        }
+        """Every field, JSON-ready (the agent config as a dict of its fields)."""
+        special = {"env_options": dict(self.env_options),
+                   "sweep": None if self.sweep is None else {self.sweep[0]: list(self.sweep[1])},
+                   "config": dataclasses.asdict(self.config)}
+        return {f.name: special[f.name] if f.name in special else getattr(self, f.name)
+                for f in dataclasses.fields(self)}
 
     @classmethod
     def from_dict(cls, data: dict) -> RunConfig:
