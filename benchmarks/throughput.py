@@ -64,6 +64,13 @@ def _rounds(run, trainer, chunk, state, rounds: int, extra: dict | None = None) 
     return interleaved({"env_only": env_sps, "train": train_sps, **(extra or {})}, rounds)
 
 
+def _describe(preset: str, overrides: dict, run, trainer) -> dict:
+    """The fields every result starts with: what ran, on which task, at which sizes."""
+    return {"preset": preset, "overrides": {k: str(v) for k, v in overrides.items()},
+            "env_id": run.env_id, "num_envs": run.config.num_envs,
+            "env_steps_per_update": trainer.steps_per_update}
+
+
 def _reference_loop(env_id: str) -> dict:
     """The same-process single-file-style reference for ``env_id``, warmed up to its steady
     state, as an extra measurement for :func:`_rounds` (``{}`` if there is none)."""
@@ -106,11 +113,7 @@ def bench_preset(preset: str, rounds: int, chunk_steps: int, reference: bool = F
     env_m, train_m = median(samples["env_only"]), median(samples["train"])
     return {
         **_reference_figures(samples),
-        "preset": preset,
-        "overrides": {k: str(v) for k, v in overrides.items()},
-        "env_id": run.env_id,
-        "num_envs": run.config.num_envs,
-        "env_steps_per_update": trainer.steps_per_update,
+        **_describe(preset, overrides, run, trainer),
         "env_only_sps": env_m,
         "train_sps": train_m,
         "ratio": train_m / env_m,
@@ -187,11 +190,7 @@ def bench_on_policy(preset: str, rounds: int, chunk_steps: int, **overrides) -> 
     flops = profiling.on_policy_update_flops(run.algo, cfg, pool.spec)
     budget_ms = ms["env_only"] / 0.85 - ms["env_only"]
     return {
-        "preset": preset,
-        "overrides": {k: str(v) for k, v in overrides.items()},
-        "env_id": run.env_id,
-        "num_envs": cfg.num_envs,
-        "env_steps_per_update": per_update,
+        **_describe(preset, overrides, run, trainer),
         "minibatch_steps_per_update": cfg.num_epochs * cfg.num_minibatches,
         "env_only_sps": med["env_only"],
         "train_sps": med["train"],
@@ -266,11 +265,7 @@ def bench_continuous(preset: str, rounds: int, chunk_steps: int, **overrides) ->
     grad_per_env_step = cfg.grad_steps / cfg.steps_per_update
     achieved = med["train"] * grad_per_env_step * flops["total"] / 1e9
     return {
-        "preset": preset,
-        "overrides": {k: str(v) for k, v in overrides.items()},
-        "env_id": run.env_id,
-        "num_envs": cfg.num_envs,
-        "env_steps_per_update": trainer.steps_per_update,
+        **_describe(preset, overrides, run, trainer),
         "grad_steps_per_env_step": grad_per_env_step,
         "batch_size": cfg.batch_size,
         "actor_hidden": list(cfg.actor_hidden),
@@ -465,11 +460,7 @@ def bench_dqn(preset: str, rounds: int, chunk_steps: int, reference: bool = Fals
     ref_samples = ref["grad_steps_per_env_step"] * ref["batch_size"] if ref else per_step
     equal_work = train_m * per_step / ref_samples
     return {
-        "preset": preset,
-        "overrides": {k: str(v) for k, v in overrides.items()},
-        "env_id": run.env_id,
-        "num_envs": cfg.num_envs,
-        "env_steps_per_update": trainer.steps_per_update,
+        **_describe(preset, overrides, run, trainer),
         "grad_steps_per_update": cfg.grad_steps,
         "batch_size": cfg.batch_size,
         "grad_steps_per_env_step": cfg.grad_steps / cfg.steps_per_update,

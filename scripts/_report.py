@@ -3,9 +3,13 @@ final 100-episode mean, and the run's wall time, read from the run directory."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 from typing import Any
+
+import rljax
+from rljax.run.plotting import plot_runs
 
 
 def first_step_at(metrics: list[dict], key: str, level: float) -> int | None:
@@ -52,11 +56,6 @@ def breakout_main(doc: str, presets: list[str], argv: list[str] | None = None) -
     """The command line of the Breakout scripts: trains ``--preset`` (the first of
     ``presets`` by default), prints each seed's result and exits 0 when every seed's
     100-episode mean reached ``--target``."""
-    import argparse
-
-    import rljax
-    from rljax.run.plotting import plot_runs
-
     parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--preset", default=presets[0], choices=presets)
     parser.add_argument("--seed", type=int, default=0, help="first seed")
