@@ -65,18 +65,18 @@ def with_negated_rewards(agent: Agent) -> Agent:
     return flagged._replace(update=update)
 
 
-def flagged_runs(trainer: Any, seed: int, chunks: int,
+def flagged_runs(trainer: Any, seed: int, chunks: int | dict[bool, int],
                  flags=(False, True)) -> dict[bool, tuple[Any, Any]]:
     """Runs ``trainer`` (whose agent state is ``(state, flag)``) once per flag from the
-    same seed with one compiled chunk, ``chunks`` chunks each. Returns ``{flag: (final
-    state, last chunk's metrics)}``."""
+    same seed with one compiled chunk, ``chunks`` chunks each (or ``chunks[flag]``).
+    Returns ``{flag: (final state, last chunk's metrics)}``."""
     chunk = trainer.chunk.lower(trainer.init(jax.random.key(seed))).compile()
     out = {}
     for flag in flags:
         state = trainer.init(jax.random.key(seed))
         state = state.replace(agent=(state.agent[0], jnp.asarray(flag)))
         metrics = None
-        for _ in range(chunks):
+        for _ in range(chunks[flag] if isinstance(chunks, dict) else chunks):
             state, metrics = chunk(state)
         # Wait for the last chunk: the next init resets the pool that chunk is stepping
         # (envpool aborts the process on a reset while a compiled step is in flight).

@@ -209,7 +209,11 @@ def test_schedule_value_bounds():
     assert validate.schedule("x", ((0, -1e9), (3, 1e9))) == ((0, -1e9), (3, 1e9))
 
 
-_schedules = st.lists(st.tuples(st.integers(1, 10**6), st.floats(0.0, 1.0)), max_size=4).map(
+# Subnormal values are left out: XLA:CPU flushes float32 subnormals to zero inside a compiled
+# program (a schedule value of 1e-45 reads back as 0.0 under jit).
+_schedules = st.lists(st.tuples(st.integers(1, 10**6),
+                                st.floats(0.0, 1.0, allow_subnormal=False, width=32)),
+                      max_size=4).map(
     lambda rest: ((0, 0.5),) + tuple(sorted({u: (u, v) for u, v in rest}.values())))
 
 

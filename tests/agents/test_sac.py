@@ -332,7 +332,10 @@ LEARN = sac.SACConfig(num_envs=10, env_steps_per_update=2, grad_steps=10, batch_
                       learning_starts=1_000, random_steps=1_000, buffer_size=50_000,
                       actor_hidden=(64, 64), critic_hidden=(64, 64), actor_lr=1e-3,
                       critic_lr=1e-3, temperature_lr=1e-3, gamma=0.97)
-LEARN_CHUNKS = 6  # of 250 updates, 5,000 env steps each
+# Of 250 updates, 5,000 env steps each. The corrupted run is cut at 3: measured per chunk
+# over 8, it stays at -57 to -90 (-57, -84, -87, ...), while the clean run passes -8 from
+# its third (-33, -12.4, -7.9, -7.2, -6.6, -6.1, -5.8, -5.8).
+LEARN_CHUNKS = {False: 5, True: 3}
 
 
 @pytest.mark.slow

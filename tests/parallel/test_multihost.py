@@ -21,7 +21,8 @@ from rljax.run.driver import train_run
 
 SCRIPT = textwrap.dedent("""
     import os, sys
-    os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
+                               + " --xla_force_host_platform_device_count=2")
     from rljax.parallel import multihost
     port, pid, out, phase = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[5]
     multihost.initialize(f"127.0.0.1:{port}", 2, pid)
@@ -88,12 +89,10 @@ def _free_port() -> int:
 def _two_processes(tmp_path, runs, phase: str) -> None:
     script = tmp_path / "multihost.py"
     script.write_text(SCRIPT)
-    env = dict(os.environ)
-    env.pop("XLA_FLAGS", None)
     port = str(_free_port())
     procs = [subprocess.Popen([sys.executable, str(script), port, str(pid), str(tmp_path),
                                json.dumps(runs), phase], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, env=env) for pid in (0, 1)]
+                              stderr=subprocess.PIPE, text=True) for pid in (0, 1)]
     try:
         outs = [p.communicate(timeout=600) for p in procs]
     finally:

@@ -167,11 +167,11 @@ def _kill_cases(shim, base, tmp_path, plans):
 
 def test_save_killed_at_its_file_operations_leaves_a_resumable_checkpoint(
         shim, base, tmp_path):
-    """Kills a save at every 16th file operation, and at every one from the moment its
+    """Kills a save at every 32nd file operation, and at every one from the moment its
     arrays are all written (the commit); the exhaustive test below (``pytest -m
     exhaustive``) kills at every operation."""
     run, cases, steps = _kill_cases(shim, base, tmp_path,
-                                    [("head", None, 1, 16), ("commit", COMMIT, 1, 1)])
+                                    [("head", None, 1, 32), ("commit", COMMIT, 1, 1)])
     # Such a directory resumes as a whole run, from its last complete checkpoint (a case
     # killed in the commit, not saved into since).
     case = cases[-len(cases) // 3]
@@ -225,20 +225,21 @@ CLI_ON_FULL_DISK = textwrap.dedent("""
 
 
 def test_cli_on_a_full_disk_prints_one_line(shim, tmp_path):
-    args = ["train", "cartpole-dqn", "--total-steps", "40000", "--checkpoint-every", "20000",
+    args = ["train", "cartpole-dqn", "--total-steps", "4096", "--checkpoint-every", "2048",
+            "--chunk-steps", "2048",
             "--logdir", str(tmp_path), "--quiet", "--no-tensorboard"]
     out = subprocess.run([sys.executable, "-c", CLI_ON_FULL_DISK, *args], capture_output=True,
                          text=True, timeout=600, env=dict(os.environ, LD_PRELOAD=shim))
     assert out.returncode == 1, out.stderr[-2000:]
     assert out.stderr.startswith("rljax: error: could not save the checkpoint at env step "
-                                 "40,000"), out.stderr
+                                 "4,096"), out.stderr
     assert out.stderr.count("\n") == 1 and "Traceback" not in out.stderr, out.stderr
-    assert "No space left on device" in out.stderr and "(env step 20,000) is kept" in out.stderr
+    assert "No space left on device" in out.stderr and "(env step 2,048) is kept" in out.stderr
     (run_dir,) = tmp_path.iterdir()
-    assert os.listdir(run_dir / "checkpoint") == ["20000"]
+    assert os.listdir(run_dir / "checkpoint") == ["2048"]
     assert cli.main(["train", "--resume", str(run_dir), "--quiet"]) == 0
     rows = [json.loads(line)["env_steps"] for line in open(run_dir / "metrics.jsonl")]
-    assert rows == [20_000, 40_000]
+    assert rows == [2_048, 4_096]
 
 
 def test_lock_is_released_when_its_process_is_killed(tmp_path):
