@@ -126,7 +126,12 @@ def _sbx_model(preset: str, run=None):
 
 def _learn_rate(built) -> float:
     """Steps/s of a peer model's ``learn`` after its warm-up."""
+    from stable_baselines3.common.logger import Logger
+
     model, warm, steps, _ = built
+    # A logger with no outputs: learn() would otherwise make an empty SB3-<time> folder
+    # in the temporary directory on every call.
+    model.set_logger(Logger(folder=None, output_formats=[]))
     model.learn(warm)
     start = time.perf_counter()
     model.learn(steps, reset_num_timesteps=False)
