@@ -158,6 +158,7 @@ def ou_moments(key, x0, theta, sigma, mu, dt, steps=STEPS):
     return mean, var
 
 
+@pytest.mark.optimized
 @pytest.mark.parametrize("theta, sigma, mu, dt, x0", [
     (0.01, 0.2, 0.0, 1.0, 3.0),  # the DDPG reference
     (0.1, 0.3, 0.5, 0.5, -2.0),  # non-zero mean, dt != 1

@@ -161,6 +161,7 @@ def _train_cartpole(runs, chunks=7, updates_per_chunk=268):
     return out
 
 
+@pytest.mark.optimized
 @pytest.mark.slow
 def test_a2c_learns_cartpole_and_a_flipped_sign_does_not():
     # Random play scores about 22; a policy pushed away from rewarding actions less.

@@ -23,6 +23,7 @@ UPDATES_PER_CHUNK = 250  # 5,000 env steps
 CHUNKS = 8
 
 
+@pytest.mark.optimized
 @pytest.mark.slow
 def test_ddpg_learns_reacher_and_a_corrupted_critic_does_not():
     env = envs.make("Reacher-v5", CONFIG.num_envs, seed=0)

@@ -478,6 +478,7 @@ def test_learning_rate_anneals_linearly_per_update():
 CARTPOLE = ppo.PPOConfig()
 
 
+@pytest.mark.optimized
 @pytest.mark.slow
 def test_ppo_solves_cartpole_and_a_flipped_surrogate_does_not():
     (solved_at, best), (flipped_solved_at, flipped_best) = cartpole_runs(

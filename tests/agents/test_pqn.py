@@ -231,6 +231,7 @@ def test_continuous_actions_refused():
 CARTPOLE = pqn.PQNConfig()
 
 
+@pytest.mark.optimized
 @pytest.mark.slow
 def test_pqn_solves_cartpole_and_negated_targets_do_not():
     # Negated: Q regressed on -G, so the greedy action is the worst one. (CartPole's

@@ -383,6 +383,7 @@ def _train(config, steps, seed=0):
     return env.spec, jax.device_get(state)
 
 
+@pytest.mark.optimized
 @pytest.mark.slow
 def test_cartpole_learns_calibrated_values():
     """CartPole with gamma 0.9 and 1 reward a step: every state more than ~40 steps from a

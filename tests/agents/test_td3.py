@@ -343,6 +343,7 @@ LEARN = td3.TD3Config(num_envs=10, env_steps_per_update=2, grad_steps=10, batch_
 LEARN_CHUNKS = {False: 6, True: 3}
 
 
+@pytest.mark.optimized
 @pytest.mark.slow
 def test_td3_learns_reacher_and_a_corrupted_critic_does_not():
     env = envs.make("Reacher-v5", LEARN.num_envs, seed=0)

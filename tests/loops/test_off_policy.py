@@ -103,6 +103,7 @@ def test_image_chunks_are_capped_without_compiling():
     assert algo.make_trainer(agent, env, unrolled, 1000, None).updates_per_chunk == 2
 
 
+@pytest.mark.optimized
 @pytest.mark.slow
 def test_cartpole_learns():
     """40k env steps of the cartpole-dqn preset must clearly beat a random policy (mean

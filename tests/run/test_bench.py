@@ -6,6 +6,7 @@ import statistics
 import time
 
 import jax
+import pytest
 
 from rljax.run import bench, bench_peers
 
@@ -13,6 +14,7 @@ MEASURED_KEYS = {"preset", "env_id", "num_envs", "num_seeds", "compile_time_s", 
                  "samples", "env_only_sps", "ratio", "peak_host_mb", "loadavg_1min"}
 
 
+@pytest.mark.optimized
 def test_measure_preset_reports_ceiling_training_compile_and_memory():
     start = time.perf_counter()
     r = bench.measure_preset("cartpole-a2c", num_envs=4, rounds=1, target_seconds=0.05)

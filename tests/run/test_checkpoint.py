@@ -215,6 +215,7 @@ def test_nonfinite_loss_stops_with_clear_error(tmp_path, monkeypatch, capsys):
         train_run(run, progress=False)
 
 
+@pytest.mark.optimized
 @pytest.mark.slow
 def test_sigint_saves_and_resumed_run_solves(tmp_path):
     cmd = [sys.executable, "-m", "rljax.run.cli", "train", "cartpole-a2c", "--logdir",
