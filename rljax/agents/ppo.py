@@ -54,7 +54,7 @@ from rljax.networks.distributions import (
     greedy,
 )
 from rljax.networks.gaussian import gaussian_entropy, gaussian_log_prob, gaussian_sample
-from rljax.types import Array, Metrics, Params, PRNGKey, Rollout
+from rljax.types import WHOLE, Array, Metrics, Params, PRNGKey, Rollout, Split
 
 # Bound on standardized observations and on scaled rewards.
 NORMALIZATION_CLIP = 10.0
@@ -370,21 +370,37 @@ def minibatch_loss(config: PPOConfig, spec: EnvSpec, params: Params,
     return total, metrics
 
 
+def _all_envs(split: Split, tree: Any) -> Any:
+    """``[T, b, ...]`` rollout arrays of this shard's envs -> ``[T, B, ...]`` of all envs."""
+    return jax.tree.map(lambda x: jnp.swapaxes(split.gather(jnp.swapaxes(x, 0, 1)), 0, 1),
+                        tree)
+
+
+def _own_envs(split: Split, x: Array) -> Array:
+    """``[T, B, ...]`` of all envs -> ``[T, b, ...]`` of this shard's envs."""
+    return jnp.swapaxes(split.local(jnp.swapaxes(x, 0, 1)), 0, 1)
+
+
 def _scale_rewards(config: PPOConfig, scaler: normalization.RewardScalerState,
-                   batch: Rollout) -> tuple[normalization.RewardScalerState, Array]:
+                   batch: Rollout, split: Split = WHOLE
+                   ) -> tuple[normalization.RewardScalerState, Array]:
+    # The scaler tracks every env's return; on one shard of a data-parallel run it scales
+    # all envs' rewards (the same on every device) and keeps its own envs' part.
     def step(scaler, xs):
         reward, done, valid = xs
         return normalization.scale_rewards(scaler, reward, done, config.gamma, mask=valid,
                                            clip=NORMALIZATION_CLIP)
 
-    return jax.lax.scan(step, scaler,
-                        (batch.reward, batch.terminated | batch.truncated, batch.valid))
+    scaler, reward = jax.lax.scan(step, scaler, _all_envs(
+        split, (batch.reward, batch.terminated | batch.truncated, batch.valid)))
+    return scaler, _own_envs(split, reward)
 
 
-def samples(config: PPOConfig, spec: EnvSpec, state: PPOState,
-            batch: Rollout) -> tuple[Samples, normalization.RewardScalerState | None]:
+def samples(config: PPOConfig, spec: EnvSpec, state: PPOState, batch: Rollout,
+            split: Split = WHOLE) -> tuple[Samples, normalization.RewardScalerState | None]:
     """The rollout's samples (advantages and targets from the critic) and the updated
-    reward scaler."""
+    reward scaler. ``split``: how a shard of a data-parallel run sees every env (the
+    reward scaler's statistics are all envs')."""
     obs = _prepare(config, state.obs_stats, batch.obs)
     extras = batch.extras
     # The rollout's values of obs[:-1] were recorded when acting; only the last
@@ -393,7 +409,7 @@ def samples(config: PPOConfig, spec: EnvSpec, state: PPOState,
     values = jnp.concatenate([extras["value"], last_value[None]], axis=0)
     scaler, reward = state.reward_scaler, batch.reward
     if config.reward_scaling:
-        scaler, reward = _scale_rewards(config, scaler, batch)
+        scaler, reward = _scale_rewards(config, scaler, batch, split)
     adv, target = advantages_and_returns(config, reward, batch, values)
     action = batch.action if spec.discrete else extras["raw_action"]
     return Samples(obs=obs[:-1], action=action, log_prob=extras["log_prob"],
@@ -402,23 +418,28 @@ def samples(config: PPOConfig, spec: EnvSpec, state: PPOState,
 
 
 def update(config: PPOConfig, spec: EnvSpec, state: PPOState, batch: Rollout,
-           key: PRNGKey, grad_transform: optax.GradientTransformation | None = None
-           ) -> Update:
-    """``num_epochs`` epochs of minibatch steps on a rollout (extras from :func:`act`)."""
-    data, scaler = samples(config, spec, state, batch)
+           key: PRNGKey, grad_transform: optax.GradientTransformation | None = None,
+           split: Split = WHOLE) -> Update:
+    """``num_epochs`` epochs of minibatch steps on a rollout (extras from :func:`act`).
+    On a shard of a data-parallel run (``split``), the running observation and reward
+    statistics take in every shard's rollout, so they stay the same on every device and
+    equal a one-device run's; the minibatches are the shard's own."""
+    data, scaler = samples(config, spec, state, batch, split)
     params, opt_state, metrics = minibatch_epochs(
         key, state.params, state.opt_state, data,
         functools.partial(minibatch_loss, config, spec),
         _make_optimizer(config, grad_transform), config.num_epochs, config.num_minibatches)
     obs_stats = state.obs_stats
     if config.normalize_obs:
-        obs_stats = normalization.update_stats(obs_stats, batch.obs[:-1], batch.valid)
+        obs_stats = normalization.update_stats(
+            obs_stats, *_all_envs(split, (batch.obs[:-1], batch.valid)))
     return Update(PPOState(params=params, opt_state=opt_state, obs_stats=obs_stats,
                            reward_scaler=scaler, step=state.step + 1), metrics)
 
 
 def make_ppo(config: PPOConfig, spec: EnvSpec, *,
-             grad_transform: optax.GradientTransformation | None = None) -> Agent:
+             grad_transform: optax.GradientTransformation | None = None,
+             split: Split = WHOLE) -> Agent:
     """Builds the PPO agent.
 
     Args:
@@ -427,6 +448,9 @@ def make_ppo(config: PPOConfig, spec: EnvSpec, *,
             ``[A]`` with bounds.
         grad_transform: applied to the gradients before the optimizer (the parallel
             layer passes one that averages them over devices); None: nothing.
+        split: on one shard of a data-parallel run, how to see every shard's envs (the
+            parallel layer passes it): the running observation and reward statistics
+            are then every env's. Default: one device.
 
     Raises:
         ValueError: for ``normalize_obs`` with frame observations, or continuous actions
@@ -444,7 +468,8 @@ def make_ppo(config: PPOConfig, spec: EnvSpec, *,
     return Agent(
         init=functools.partial(init, config, spec, grad_transform=grad_transform),
         act=functools.partial(act, config, spec),
-        update=functools.partial(update, config, spec, grad_transform=grad_transform),
+        update=functools.partial(update, config, spec, grad_transform=grad_transform,
+                                 split=split),
         policy=functools.partial(policy, config, spec),
         params=policy_params,
     )

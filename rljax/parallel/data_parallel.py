@@ -23,6 +23,9 @@ Per update:
    the slices' TD errors are gathered back for the priority update: the gradient work is
    split, the replay is repeated.
 4. **Metrics** of each update are averaged over the devices.
+5. **Running statistics** of the rollouts (PPO's observation normalizer and reward
+   scaler) take in every shard's rollout through :func:`split`, which the agent is
+   given: they are the one-device run's, the same on every device.
 
 Off-policy runs compute what the one-device run computes, up to the order of floating-
 point sums (equal slices of a mean loss average to the whole batch's). An on-policy
@@ -66,24 +69,6 @@ def check_split(num_envs: int, num_devices: int, batch_size: int | None = None) 
         raise ValueError(f"batch_size={batch_size} cannot be split evenly over {num_devices} "
                          f"devices for data-parallel learning; use a multiple of "
                          f"{num_devices}")
-
-
-# Agent config fields that keep running statistics of the rollout in the agent state.
-# Data-parallel learning hands each device its own shard of the rollout, so those
-# statistics would differ between devices (and PPO's per-env reward scaler is sized for
-# all envs); such runs are refused until the statistics are merged across devices.
-RUNNING_STATISTICS = ("normalize_obs", "reward_scaling")
-
-
-def check_statistics(config: Any) -> None:
-    """Refuses a data-parallel agent whose config turns on running statistics."""
-    on = [name for name in RUNNING_STATISTICS if getattr(config, name, False)]
-    if on:
-        raise ValueError(f"{', '.join(f'{n}=True' for n in on)} cannot be used with "
-                         f"data-parallel learning (--devices with one seed): each device "
-                         f"would keep statistics of its own shard of the envs; set "
-                         f"{', '.join(f'{n}=False' for n in on)}, or train seeds or sweep "
-                         f"values on the devices instead")
 
 
 def make_env(task_id: str, num_envs: int, seed: int, mesh: Mesh, **options) -> Env:
@@ -145,11 +130,16 @@ def average_gradients() -> optax.GradientTransformation:
 
 
 def agent_options(make_agent: Callable[..., Any]) -> dict[str, Any]:
-    """Keyword arguments that make an agent learn data-parallel: the gradient average, and
-    :data:`AXIS` for the batch statistics of agents that take ``batch_norm_axis``."""
+    """Keyword arguments that make an agent learn data-parallel: the gradient average;
+    :data:`AXIS` for the batch statistics of agents that take ``batch_norm_axis``; and
+    :func:`split` for agents that keep running statistics of their rollouts (PPO's
+    observation and reward statistics), which take ``split``."""
     options: dict[str, Any] = {"grad_transform": average_gradients()}
-    if "batch_norm_axis" in inspect.signature(make_agent).parameters:
+    parameters = inspect.signature(make_agent).parameters
+    if "batch_norm_axis" in parameters:
         options["batch_norm_axis"] = AXIS
+    if "split" in parameters:
+        options["split"] = split()
     return options
 
 

@@ -44,8 +44,6 @@ def build(run: RunConfig) -> tuple[envs.Env, Any, Trainer, int]:
     members = run.members
     mesh = None
     if run.devices > 1:
-        if len(members) == 1:
-            data_parallel.check_statistics(run.config)
         available = jax.devices()
         if run.devices > len(available):
             raise ValueError(f"devices={run.devices} but JAX sees {len(available)} "

@@ -84,6 +84,26 @@ SCRIPT = textwrap.dedent("""
     with open(os.path.join(result.run_dir, "metrics.jsonl")) as f:
         (row,) = [json.loads(line) for line in f]
     np.testing.assert_allclose(row["loss"], np.mean(m1["loss"]), rtol=1e-5, atol=1e-6)
+    # One PPO agent data-parallel with observation normalization and reward scaling: after
+    # the first update (same rollout as one device), the running statistics are the whole
+    # rollout's, as one device keeps them, and the same on every device. (The gradients,
+    # of each shard's own minibatches, differ from the one-device ones.)
+    ppo = dataclasses.replace(from_preset("reacher-ppo", num_envs=8, rollout_len=16,
+                                          num_epochs=1, num_minibatches=2, total_steps=128,
+                                          tensorboard=False), chunk_steps=128)
+    assert ppo.config.normalize_obs and ppo.config.reward_scaling
+    dp, _, _ = run_chunks(dataclasses.replace(ppo, devices=4), 1)
+    one, _, _ = run_chunks(ppo, 1)
+    stats = (dp.agent.obs_stats, dp.agent.reward_scaler)
+    for a, b in zip(jax.tree.leaves(stats), jax.tree.leaves((one.agent.obs_stats,
+                                                             one.agent.reward_scaler)),
+                    strict=True):
+        copies = [np.asarray(s.data) for s in a.addressable_shards]
+        assert len(copies) == 4 and all(np.array_equal(c, copies[0]) for c in copies)
+        np.testing.assert_allclose(copies[0], np.asarray(b), rtol=1e-6, atol=1e-7)
+    assert float(one.agent.obs_stats.count) == 8 * 16  # no Reacher episode ends in 16
+    assert float(one.agent.reward_scaler.stats.var) > 0
+    assert all(np.isfinite(np.asarray(x)).all() for x in jax.tree.leaves(dp.agent.params))
     # One DQN agent data-parallel: every device stores every shard's transitions and
     # samples the same batches, learning from a quarter of each (8 envs as 4 x 2,
     # minibatch 64 as 4 x 16): 32 updates of 4 gradient steps once learning starts. (Later

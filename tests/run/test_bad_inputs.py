@@ -377,10 +377,3 @@ def test_largest_allowed_budget_fits_the_counters():
 ])
 def test_command_line_mistakes(capsys, logdir, args, message):
     _cli_refuses(capsys, logdir, ["cartpole-a2c", *args], message)
-
-
-def test_data_parallel_running_statistics_are_refused(capsys, logdir):
-    _cli_refuses(capsys, logdir, ["reacher-ppo", "--devices", "2"],
-                 "normalize_obs=True, reward_scaling=True cannot be used with data-parallel")
-    _api_refuses(logdir, "reward_scaling=True cannot be used", preset="reacher-ppo",
-                 devices=2, normalize_obs=False)
