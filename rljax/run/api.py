@@ -25,7 +25,7 @@ from rljax.run.config import RunConfig, from_preset, override
 from rljax.run.driver import train_run
 from rljax.run.logging import read_json, read_jsonl
 from rljax.run.presets import Preset
-from rljax.run.rundir import manifest
+from rljax.run.rundir import manifest, member_slice
 
 
 @dataclasses.dataclass
@@ -66,6 +66,10 @@ class Run:
         with the same spaces, returning one action) or a batch ``[N, *obs_shape]``.
         Observations are cast to the dtype the agent was trained on.
         """
+        if self.config.num_members > 1:
+            raise ValueError(f"policy serves one agent, but this run holds "
+                             f"{self.config.num_members} members (seeds x sweep values); "
+                             f"evaluate them with rljax.evaluate, or train one member alone")
         obs = np.asarray(obs)
         single = obs.shape == self.spec.obs_shape
         if not single and obs.shape[1:] != self.spec.obs_shape:
@@ -149,7 +153,10 @@ def evaluate(run: Run | str, episodes: int = 10, seed: int | None = None) -> dic
     """Evaluates a run's noise-free policy on ``episodes`` fresh envs.
 
     Returns:
-        ``{"episodes", "return_mean", "return_std", "length_mean", "returns"}``.
+        ``{"episodes", "return_mean", "return_std", "length_mean", "returns"}``. For a run
+        of several members (seeds, sweep values), each member is evaluated on the same
+        envs: ``{"members": [{"seed", "sweep_value", "episodes", "return_mean", ...}, ...],
+        "return_mean": mean of the members' means}``.
     """
     from rljax.loops.evaluation import make_evaluator
 
@@ -160,4 +167,12 @@ def evaluate(run: Run | str, episodes: int = 10, seed: int | None = None) -> dic
     seed = run.config.seed + 10_000 if seed is None else seed
     evaluate_fn = make_evaluator(run.agent.policy, run.config.env_id, episodes, seed,
                                  dict(run.config.env_options))
-    return evaluate_fn(run.params)
+    n = run.config.num_members
+    if n == 1:
+        return evaluate_fn(run.params)
+    params = jax.device_get(run.params)
+    members = [{"seed": member_seed, "sweep_value": value,
+                **evaluate_fn(member_slice(params, k, n))}
+               for k, (member_seed, value) in enumerate(run.config.members)]
+    means = [m["return_mean"] for m in members if m["return_mean"] is not None]
+    return {"members": members, "return_mean": float(np.mean(means)) if means else None}

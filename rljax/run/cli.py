@@ -223,6 +223,8 @@ def _cmd_plot(args: argparse.Namespace) -> int:
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
+    import numpy as np
+
     from rljax import validate
     from rljax.run.api import evaluate, load
     from rljax.run.config import _coerce
@@ -234,7 +236,8 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     run = load(args.run_dir)
     result = evaluate(run, episodes=episodes, seed=seed)
     print(json.dumps({"run_dir": args.run_dir, "env_id": run.config.env_id,
-                      "env_steps": int(run.state.env_steps), **result}, indent=2))
+                      "env_steps": int(np.ravel(run.state.env_steps)[0]), **result},
+                     indent=2))
     return 0
 
 

@@ -64,3 +64,24 @@ def test_eval_cli(run, capsys):
     assert out["episodes"] == 3 and out["env_steps"] == 100_000 and out["return_mean"] > 0
     assert cli.main(["eval", run.run_dir, "--episodes", "zero"]) == 2
     assert "bad value 'zero' for episodes" in capsys.readouterr().err
+
+
+def test_evaluate_and_eval_cli_give_each_member_of_a_many_seed_run(tmp_path, capsys):
+    # Two seeds in one program: each member is evaluated on the envs the run's own final
+    # evaluation used (seed + 10,000), so the results equal its per-seed eval rows.
+    run = rljax.train("cartpole-a2c", total_steps=4_000, num_seeds=2, seed=3,
+                      logdir=str(tmp_path), tensorboard=False, eval_every=4_000,
+                      eval_episodes=3)
+    result = rljax.evaluate(run, episodes=3)
+    assert [m["seed"] for m in result["members"]] == [3, 4]
+    for k, member in enumerate(result["members"]):
+        rows = [json.loads(line) for line in open(f"{run.run_dir}/seed_{k + 3}/metrics.jsonl")]
+        assert member["episodes"] == 3 and member["sweep_value"] is None
+        np.testing.assert_allclose(member["return_mean"], rows[-1]["eval_return_mean"],
+                                   rtol=1e-6)
+    assert result["return_mean"] == np.mean([m["return_mean"] for m in result["members"]])
+    assert cli.main(["eval", run.run_dir, "--episodes", "3"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["env_steps"] == 4_000 and out["members"] == result["members"]
+    with pytest.raises(ValueError, match="this run holds 2 members"):
+        run.policy(np.zeros(4, np.float32))
