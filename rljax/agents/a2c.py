@@ -222,7 +222,7 @@ def update(config: A2CConfig, spec: EnvSpec, state: A2CState, batch: Rollout,
     optimizer = _make_optimizer(config, grad_transform)
     updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
-    metrics["grad_norm"] = optax.global_norm(grads)
+    metrics["grad_norm"] = optax.tree.norm(grads)
     return Update(A2CState(params=params, opt_state=opt_state, step=state.step + 1), metrics)
 
 

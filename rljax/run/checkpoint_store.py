@@ -180,8 +180,13 @@ class _AdoptingArrayHandler(ocp.type_handlers.ArrayHandler):
         large = {i for i, (_, arg) in enumerate(pairs) if arg.global_shape is not None and
                  np.prod(arg.global_shape) * np.dtype(arg.dtype).itemsize > CHUNK_BYTES}
         small = [i for i in range(len(pairs)) if i not in large]
-        out = dict(zip(small, await asyncio.gather(*[one(*pairs[i]) for i in small]),
-                       strict=True))
+        # Every read finishes before an error is raised: a read left running would write
+        # into a device buffer that is freed once the failed restore is dropped.
+        done = await asyncio.gather(*[one(*pairs[i]) for i in small], return_exceptions=True)
+        for result in done:
+            if isinstance(result, BaseException):
+                raise result
+        out = dict(zip(small, done, strict=True))
         for i in sorted(large):
             out[i] = await one(*pairs[i])
         return [out[i] for i in range(len(pairs))]
