@@ -108,9 +108,15 @@ def _nonfinite_message(run_dir: str | None, state, quantity: str, saved: int | N
     return f"non-finite {quantity} by env step {steps:,}; training stopped; {where}"
 
 
+def _mean_of_logged(values: list[Any]) -> float:
+    """Mean over the chunk's updates of a metric, skipping NaN (an update that did not
+    learn); NaN when none did (no "mean of empty slice" warning)."""
+    x = np.concatenate([np.ravel(v) for v in values])
+    return float(np.nanmean(x)) if not np.all(np.isnan(x)) else float("nan")
+
+
 def _chunk_row(metrics: list[dict], stats: Any, prev_episodes: int) -> dict:
-    row = {k: float(np.nanmean(np.concatenate([np.ravel(m[k]) for m in metrics])))
-           for k in metrics[0]} if metrics else {}
+    row = {k: _mean_of_logged([m[k] for m in metrics]) for k in metrics[0]} if metrics else {}
     new = int(stats.episodes) - prev_episodes
     rets, lens = last_episodes(stats, new)
     rets100, _ = last_episodes(stats, 100)
