@@ -330,29 +330,25 @@ _TD3_KEYS = ("num_envs", "env_steps_per_update", "grad_steps", "batch_size", "bu
 _SAC_KEYS = _TD3_KEYS + ("init_temperature", "target_entropy")
 _REACHER_REPLAY = dict(num_envs=20, env_steps_per_update=1, grad_steps=10, batch_size=256,
                        learning_starts=5_000, random_steps=5_000, buffer_size=300_000)
-_REACHER_NOTE = ("20 envs, 10 gradient steps of 256 per 20 env steps (half the papers' "
-                 "gradient work per env step), 5k random steps, 300k replay, 256-256 "
-                 "networks, Adam 3e-4")
+_REACHER_WORK = ("20 envs, 10 gradient steps of 256 per 20 env steps (half the papers' "
+                 "gradient work per env step), 5k random steps, 300k replay")
+_REACHER_NOTE = f"{_REACHER_WORK}, 256-256 networks, Adam 3e-4"
 _MUJOCO_NOTE = ("one env, one gradient step of 256 per env step, 1M replay, 256-256 ReLU, "
                 "Adam 3e-4, tau 0.005")
 _PRESETS += [
-    # Measured on 3 seeds at 160k env steps (noise-free policy, 100 episodes each):
-    # -3.78 / -3.69 / -3.57 with gamma 0.97, Adam 1e-3 and 150-150 networks (reacher-ddpg's
-    # values), -3.89 / -3.94 / -4.25 with the paper's gamma 0.99, 3e-4 and 256-256
-    # (docs/results.md#reacher-td3).
+    # reacher-td3's gamma, learning rate and networks against the paper's:
+    # docs/results.md#reacher-td3.
     _preset(name="reacher-td3", algo="td3", env_id="Reacher-v5",
             config=TD3Config(**_REACHER_REPLAY, gamma=0.97, actor_lr=1e-3, critic_lr=1e-3,
                              actor_hidden=(150, 150), critic_hidden=(150, 150)),
             total_steps=1_000_000, threshold=-3.75, chunk_steps=20_000, stop_on_solve=False,
             eval_every=20_000, eval_episodes=100,
             key_params=_TD3_KEYS + ("gamma", "actor_hidden", "critic_hidden"),
-            notes="tuned for this CPU: 20 envs, 10 gradient steps of 256 per 20 env steps "
-                  "(half the paper's gradient work per env step), 5k random steps, 300k "
-                  "replay, gamma 0.97, 150-150 networks, Adam 1e-3 (better at 160k than "
-                  "the paper's 0.99, 256-256, 3e-4), policy delay 2, smoothing 0.2 clipped "
-                  "at 0.5, exploration 0.1; the noise-free policy evaluated on 100 episodes "
-                  "every 20k steps; the paper's configuration is halfcheetah-td3's with "
-                  "--env Reacher-v5"),
+            notes=f"tuned for this CPU: {_REACHER_WORK}, gamma 0.97, 150-150 networks, "
+                  "Adam 1e-3 (better at 160k than the paper's 0.99, 256-256, 3e-4), policy "
+                  "delay 2, smoothing 0.2 clipped at 0.5, exploration 0.1; the noise-free "
+                  "policy evaluated on 100 episodes every 20k steps; the paper's "
+                  "configuration is halfcheetah-td3's with --env Reacher-v5"),
     _preset(name="reacher-sac", algo="sac", env_id="Reacher-v5",
             config=SACConfig(**_REACHER_REPLAY), total_steps=1_000_000, threshold=-3.75,
             chunk_steps=20_000, stop_on_solve=False, eval_every=20_000, eval_episodes=100,
