@@ -41,7 +41,7 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from rljax import exploration
+from rljax import exploration, lockstep
 from rljax.agents.base import Agent, Update, with_grad_transform
 from rljax.agents.ddpg_config import DDPGConfig
 from rljax.envs.spec import EnvSpec
@@ -318,7 +318,7 @@ def update(config: DDPGConfig, spec: EnvSpec, state: DDPGState, batch: Sample,
             state, m = _actor_step(config, spec, state, obs, key, parallel)
             return state, jax.tree.map(lambda x: x * config.policy_delay, m)
 
-        state, actor_metrics = jax.lax.cond(state.step % config.policy_delay == 0, step, skip,
+        state, actor_metrics = lockstep.cond(state.step % config.policy_delay == 0, step, skip,
                                             state, obs, actor_key)
     state = state.replace(step=state.step + 1)
     metrics = {"critic_loss": c_loss, "q_mean": q_mean, "td_abs_mean": td_abs_mean,

@@ -53,7 +53,7 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from rljax import exploration, validate
+from rljax import exploration, lockstep, validate
 from rljax.agents import base
 from rljax.agents.base import Agent, Update, with_grad_transform
 from rljax.envs.spec import EnvSpec
@@ -388,7 +388,7 @@ def update(config: TD3Config, spec: EnvSpec, state: TD3State, batch: Sample, key
         def skip(state):
             return state, {"actor_loss": jnp.zeros(()), "actor_grad_norm": jnp.zeros(())}
 
-        state, actor_metrics = jax.lax.cond(delayed_update(state.step, delay), step, skip,
+        state, actor_metrics = lockstep.cond(delayed_update(state.step, delay), step, skip,
                                             state)
     state = state.replace(step=state.step + 1)
     return Update(state, {**metrics, **actor_metrics}, td)

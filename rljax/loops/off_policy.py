@@ -23,6 +23,7 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 
+from rljax import lockstep
 from rljax.agents.base import Agent
 from rljax.envs import Env
 from rljax.loops.memory import Memory
@@ -143,13 +144,13 @@ def make_off_policy_trainer(agent: Agent, env: Env, memory: Memory, *,
             return agent_state, mem_state, metrics_template(agent_state, mem_state, beta, key)
 
         learning = memory.can_sample(mem_state)
-        agent_state, mem_state, metrics = jax.lax.cond(
+        agent_state, mem_state, metrics = lockstep.cond(
             learning, learn, skip, agent_state, mem_state, beta, learn_key)
         sampled = state.batches + learning.astype(jnp.int32) * grad_steps
         if flush_every is not None:
             # Flush when this update's batches cross a multiple of flush_every.
             flush = sampled // flush_every > state.batches // flush_every
-            mem_state = jax.lax.cond(flush, lambda m: memory.init(example), lambda m: m,
+            mem_state = lockstep.cond(flush, lambda m: memory.init(example), lambda m: m,
                                      mem_state)
         state = state.replace(batches=sampled)
         metrics = dict(metrics, replay_size=memory.size(mem_state).astype(jnp.float32),
