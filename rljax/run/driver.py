@@ -303,8 +303,9 @@ def train_run(run: RunConfig, *, run_dir: str | None = None, progress: bool = Tr
         if resume is not None:
             state = checkpoint.restore(resume, state)
             if writer:
-                rundir.drop_rows_after(run_dir, run,
-                                       int(np.ravel(multihost.fetch(state.env_steps))[0]))
+                # wall_time_s goes on from the last row kept, not from zero.
+                start -= rundir.drop_rows_after(
+                    run_dir, run, int(np.ravel(multihost.fetch(state.env_steps))[0]))
         compile_start = time.perf_counter()
         chunk = trainer.chunk.lower(state).compile()
         compile_time = time.perf_counter() - compile_start

@@ -151,11 +151,17 @@ def _metrics_files(run_dir: str, run: RunConfig) -> list[str]:
     return [p for p in (os.path.join(f, "metrics.jsonl") for f in folders) if os.path.isfile(p)]
 
 
-def drop_rows_after(run_dir: str, run: RunConfig, env_steps: int) -> None:
+def drop_rows_after(run_dir: str, run: RunConfig, env_steps: int) -> float:
     """Removes the metrics rows logged after ``env_steps`` (the resumed checkpoint's step)
     and any half-written last line, so that a resumed run's rows follow on without
-    repeating steps."""
-    for path in _metrics_files(run_dir, run):
+    repeating steps.
+
+    Returns:
+        The ``wall_time_s`` of the last row kept (0.0 if none): the resumed run's clock
+        starts there, so ``wall_time_s`` counts the time that produced the kept rows.
+    """
+    elapsed = 0.0
+    for i, path in enumerate(_metrics_files(run_dir, run)):
         with open(path) as f:
             lines = f.read().splitlines()
         keep = []
@@ -166,11 +172,14 @@ def drop_rows_after(run_dir: str, run: RunConfig, env_steps: int) -> None:
                 continue
             if isinstance(row, dict) and row.get("env_steps", 0) <= env_steps:
                 keep.append(line)
+                if i == 0 and isinstance(row.get("wall_time_s"), int | float):
+                    elapsed = float(row["wall_time_s"])
         if len(keep) != len(lines):
             tmp = f"{path}.tmp"
             with open(tmp, "w") as f:
                 f.writelines(line + "\n" for line in keep)
             os.replace(tmp, path)
+    return elapsed
 
 
 def manifest(run: RunConfig) -> dict:

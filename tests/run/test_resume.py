@@ -116,10 +116,19 @@ def test_a_fresh_run_into_a_directory_with_a_checkpoint_is_refused(dqn_run):
 
 
 def test_metrics_logged_after_the_checkpoint_are_dropped(dqn_run, copy):
-    with open(os.path.join(copy, "metrics.jsonl"), "a") as f:
+    path = os.path.join(copy, "metrics.jsonl")
+    rows = [json.loads(line) for line in open(path)]
+    with open(path, "w") as f:  # as if the first part had taken 10,000 s longer
+        f.writelines(json.dumps(dict(r, wall_time_s=r["wall_time_s"] + 1e4)) + "\n"
+                     for r in rows)
+    with open(path, "a") as f:
         f.write('{"env_steps": 5120}\n{"env_steps": 6144}\n{"env_st')  # then it crashed
     train_run(dataclasses.replace(dqn_run[0], total_steps=5_120), progress=False, resume=copy)
     assert _steps(copy) == [1_024, 2_048, 3_072, 4_096, 5_120]
+    # The resumed rows' clock goes on from the last row kept.
+    wall = [json.loads(line)["wall_time_s"] for line in open(path)]
+    assert wall == sorted(wall) and wall[-1] > wall[-2] > 1e4, wall
+    assert json.load(open(os.path.join(copy, "summary.json")))["wall_time_s"] >= wall[-1]
 
 
 KILLED_RUN = textwrap.dedent("""
