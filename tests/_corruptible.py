@@ -102,9 +102,6 @@ def cartpole_runs(make_agent: Callable[..., Agent], config: Any, seed: int,
         agent, env, rollout_len=config.rollout_len,
         updates_per_chunk=20_000 // config.steps_per_update, threshold=475.0)
     with pytest.MonkeyPatch.context() as patch:
-        # The rollout's scan rolled up: the same computation, compiled in half the time
-        # (the loop's own tests compile it unrolled, as runs do).
-        patch.setattr(on_policy, "MAX_UNROLL", 1)
         patch.setattr(module, name, negated_where(negated, getattr(module, name)))
         chunk = trainer.chunk.lower(trainer.init(jax.random.key(seed))).compile()
     out = []

@@ -9,7 +9,6 @@ from _corruptible import negated_where, with_flag
 from rljax import envs
 from rljax.agents import a2c
 from rljax.envs.stats import recent_mean_return
-from rljax.loops import on_policy
 from rljax.loops.on_policy import make_on_policy_trainer
 from rljax.types import Rollout
 
@@ -143,9 +142,6 @@ def _train_cartpole(runs, chunks=7, updates_per_chunk=268):
     trainer = make_on_policy_trainer(agent, env, rollout_len=config.rollout_len,
                                      updates_per_chunk=updates_per_chunk, threshold=475.0)
     with pytest.MonkeyPatch.context() as patch:
-        # The rollout's scan rolled up: the same computation, compiled faster (the
-        # loop's own tests compile it unrolled, as runs do).
-        patch.setattr(on_policy, "MAX_UNROLL", 1)
         patch.setattr(a2c.losses, "policy_gradient_loss",
                       negated_where(flipped, a2c.losses.policy_gradient_loss))
         chunk = trainer.chunk.lower(trainer.init(jax.random.key(0))).compile()
