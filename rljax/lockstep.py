@@ -42,7 +42,8 @@ def cond(pred: Any, true_fun: Callable, false_fun: Callable, *operands: Any) -> 
         ``true_fun(*operands)`` where ``pred`` holds, else ``false_fun(*operands)``.
     """
     # custom_vmap refuses batched values a function closes over, so the branches take
-    # them (members' observations, schedules, ...) as explicit operands.
+    # them (members' observations, counters, ...) as explicit operands
+    # (jax.closure_convert would hoist only the floating-point ones).
     t_fun, t_consts = _explicit(true_fun, operands)
     f_fun, f_consts = _explicit(false_fun, operands)
     return _cond(pred, lambda tc, fc, *ops: t_fun(tc, *ops),

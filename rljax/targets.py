@@ -75,7 +75,6 @@ def periodic_update(target: Any, online: Any, step: ArrayLike, period: int) -> A
         raise ValueError(f"period must be a positive integer, got {period!r}")
     _check_structure(target, online)
     copy = jnp.asarray(step) % period == 0
-    # select, not lax.cond: under vmap over seeds a cond becomes a select anyway, and
-    # the copy is cheap next to an update.
+    # A select, not a cond: the copy is cheap next to an update.
     return jax.tree.map(lambda t, o: jnp.where(copy, o, t).astype(jnp.asarray(t).dtype),
                         target, online)

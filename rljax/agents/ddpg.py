@@ -319,7 +319,7 @@ def update(config: DDPGConfig, spec: EnvSpec, state: DDPGState, batch: Sample,
             return state, jax.tree.map(lambda x: x * config.policy_delay, m)
 
         state, actor_metrics = lockstep.cond(state.step % config.policy_delay == 0, step, skip,
-                                            state, obs, actor_key)
+                                             state, obs, actor_key)
     state = state.replace(step=state.step + 1)
     metrics = {"critic_loss": c_loss, "q_mean": q_mean, "td_abs_mean": td_abs_mean,
                "critic_grad_norm": optax.tree.norm(c_grads),

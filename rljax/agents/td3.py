@@ -389,7 +389,7 @@ def update(config: TD3Config, spec: EnvSpec, state: TD3State, batch: Sample, key
             return state, {"actor_loss": jnp.zeros(()), "actor_grad_norm": jnp.zeros(())}
 
         state, actor_metrics = lockstep.cond(delayed_update(state.step, delay), step, skip,
-                                            state)
+                                             state)
     state = state.replace(step=state.step + 1)
     return Update(state, {**metrics, **actor_metrics}, td)
 

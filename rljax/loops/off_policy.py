@@ -151,7 +151,7 @@ def make_off_policy_trainer(agent: Agent, env: Env, memory: Memory, *,
             # Flush when this update's batches cross a multiple of flush_every.
             flush = sampled // flush_every > state.batches // flush_every
             mem_state = lockstep.cond(flush, lambda m: memory.init(example), lambda m: m,
-                                     mem_state)
+                                      mem_state)
         state = state.replace(batches=sampled)
         metrics = dict(metrics, replay_size=memory.size(mem_state).astype(jnp.float32),
                        beta=beta)
