@@ -217,9 +217,11 @@ def bounds(spec: EnvSpec) -> tuple[Array, Array]:
 
 def adam(lr: float, grad_transform: optax.GradientTransformation | None
          ) -> optax.GradientTransformation:
-    # One flat vector per network: a few kernels per step instead of several per
-    # parameter array, which dominates a small network's step on XLA:CPU.
-    return with_grad_transform(optax.flatten(optax.adam(lr)), grad_transform)
+    # Per parameter array, not optax.flatten: XLA:CPU copies the twin critics' stacked,
+    # transposed first-layer gradient into the flat vector very slowly, and with 256x256
+    # networks that copy took over half of a gradient step (TD3 8.6 -> 3.4 ms, SAC 14.7
+    # -> 5.3 ms per step of 256 without it; docs/benchmarks.md).
+    return with_grad_transform(optax.adam(lr), grad_transform)
 
 
 def with_random_phase(config: Any, spec: EnvSpec, action: Array, key: PRNGKey,
