@@ -184,11 +184,15 @@ def bench_on_policy(preset: str, rounds: int, chunk_steps: int, **overrides) -> 
     load_before = os.getloadavg()[0]
     samples = _rounds(run, trainer, chunk, state, rounds, {
         "rollout": _chunk_rate(act_chunk, act_box, acting.steps_per_chunk),
-        "update": update_sps})
+        "update": update_sps,
+        "gemm_2048": profiling.gemm_rate(2048)})
     med = {k: median(v) for k, v in samples.items()}
+    gemm = med.pop("gemm_2048")  # GFLOP/s, not env steps/s
     ms = {k: per_update / v * 1e3 for k, v in med.items()}  # milliseconds per loop update
     flops = profiling.on_policy_update_flops(run.algo, cfg, pool.spec)
     budget_ms = ms["env_only"] / 0.85 - ms["env_only"]
+    # The best this update could do here: acting free and every matmul at the large-GEMM rate.
+    update_ms_at_peak = flops / gemm / 1e6 if flops else None
     return {
         **_describe(preset, overrides, run, trainer),
         "minibatch_steps_per_update": cfg.num_epochs * cfg.num_minibatches,
@@ -207,6 +211,10 @@ def bench_on_policy(preset: str, rounds: int, chunk_steps: int, **overrides) -> 
         "mflop_per_update": flops / 1e6 if flops else None,
         "update_gflops": flops / ms["update"] / 1e6 if flops else None,
         "gflops_needed_at_0_85": flops / budget_ms / 1e6 if flops else None,
+        "gemm_2048_gflops": gemm,
+        "needed_vs_gemm_2048": flops / budget_ms / 1e6 / gemm if flops else None,
+        "ratio_with_update_at_gemm_2048": (ms["env_only"] / (ms["env_only"] + update_ms_at_peak)
+                                           if flops else None),
         "loadavg_1min_before_timing": load_before,
         "loadavg_1min_after_timing": os.getloadavg()[0],
         "rounds": samples,
@@ -620,7 +628,11 @@ def main(argv=None) -> dict:
             if r.get("mflop_per_update"):
                 print(f"{'':<14} update: {r['mflop_per_update']:.0f} MFLOP of matmuls at "
                       f"{r['update_gflops']:.1f} GFLOP/s; fitting it in that budget needs "
-                      f"{r['gflops_needed_at_0_85']:.0f} GFLOP/s")
+                      f"{r['gflops_needed_at_0_85']:.0f} GFLOP/s = "
+                      f"{r['needed_vs_gemm_2048']:.1f}x this CPU's GEMM 2048^3 rate "
+                      f"({r['gemm_2048_gflops']:.0f} GFLOP/s, same rounds); with acting free "
+                      f"and the update at that rate the ratio would be "
+                      f"{r['ratio_with_update_at_gemm_2048']:.2f}")
         if "train_gflops" in r:
             f = r["mflop_per_grad_step"]
             print(f"{'':<14} {f['total']:.0f} MFLOP per gradient step (target {f['target']:.0f}, "

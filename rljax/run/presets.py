@@ -314,7 +314,8 @@ _PRESETS += [
         total_steps=1_000_000, chunk_steps=10_240, key_params=_PPO_KEYS + ("anneal_lr",),
         notes="a 1M-step CPU demonstration, NOT the reference: breakout-ppo's configuration "
               "with a 1M-step budget (the learning rate anneals to 0 over 1M steps); "
-              "not yet run to the end on CPU"),
+              "seed 0 on CPU: 100-episode mean 10.1 at 266,240 env steps, 22.6 at 1M "
+              "(docs/results.md)"),
     _preset(
         name="breakout-pqn-1m", algo="pqn", env_id="Breakout-v5",
         config=dataclasses.replace(_ATARI_PQN, epsilon=((0, 1.0), (24, 0.001))),
