@@ -191,8 +191,17 @@ def bench_on_policy(preset: str, rounds: int, chunk_steps: int, **overrides) -> 
     ms = {k: per_update / v * 1e3 for k, v in med.items()}  # milliseconds per loop update
     flops = profiling.on_policy_update_flops(run.algo, cfg, pool.spec)
     budget_ms = ms["env_only"] / 0.85 - ms["env_only"]
-    # The best this update could do here: acting free and every matmul at the large-GEMM rate.
-    update_ms_at_peak = flops / gemm / 1e6 if flops else None
+    # The update's matmul work, the rate it ran at, the rate it would need to fit (with acting
+    # free) in the time 0.85 of the ceiling leaves, and the best this loop could do here with
+    # acting free and every matmul at the large-GEMM rate.
+    flop_figures = dict.fromkeys(("mflop_per_update", "update_gflops", "gflops_needed_at_0_85",
+                                  "needed_vs_gemm_2048", "ratio_with_update_at_gemm_2048"))
+    if flops:
+        needed = flops / budget_ms / 1e6
+        flop_figures.update(
+            mflop_per_update=flops / 1e6, update_gflops=flops / ms["update"] / 1e6,
+            gflops_needed_at_0_85=needed, needed_vs_gemm_2048=needed / gemm,
+            ratio_with_update_at_gemm_2048=ms["env_only"] / (ms["env_only"] + flops / gemm / 1e6))
     return {
         **_describe(preset, overrides, run, trainer),
         "minibatch_steps_per_update": cfg.num_epochs * cfg.num_minibatches,
@@ -206,15 +215,8 @@ def bench_on_policy(preset: str, rounds: int, chunk_steps: int, **overrides) -> 
         # What the loop would reach if the update cost nothing.
         "ratio_without_update": med["rollout"] / med["env_only"],
         "update_budget_ms_at_0_85": budget_ms,
-        # The update's matmul work, the rate it ran at, and the rate it would need to fit
-        # (with acting free) in the time 0.85 of the ceiling leaves.
-        "mflop_per_update": flops / 1e6 if flops else None,
-        "update_gflops": flops / ms["update"] / 1e6 if flops else None,
-        "gflops_needed_at_0_85": flops / budget_ms / 1e6 if flops else None,
+        **flop_figures,
         "gemm_2048_gflops": gemm,
-        "needed_vs_gemm_2048": flops / budget_ms / 1e6 / gemm if flops else None,
-        "ratio_with_update_at_gemm_2048": (ms["env_only"] / (ms["env_only"] + update_ms_at_peak)
-                                           if flops else None),
         "loadavg_1min_before_timing": load_before,
         "loadavg_1min_after_timing": os.getloadavg()[0],
         "rounds": samples,
