@@ -64,7 +64,7 @@ from rljax.agents.td3 import (
 from rljax.envs.spec import EnvSpec
 from rljax.losses.continuous import sac_actor_loss, sac_critic_target, temperature_loss
 from rljax.networks import Network, tanh_gaussian
-from rljax.networks.continuous import make_gaussian_actor, make_twin_critic
+from rljax.networks.continuous import TwinCritic, make_gaussian_actor, make_twin_critic
 from rljax.networks.core import ACTIVATIONS
 from rljax.targets import soft_update
 from rljax.types import Array, PRNGKey, Sample
@@ -179,7 +179,7 @@ class SACState:
 
 class Nets(NamedTuple):
     actor: Network
-    critic: Network
+    critic: TwinCritic
 
 
 def networks(config: SACConfig, spec: EnvSpec) -> Nets:
@@ -315,8 +315,9 @@ def update(config: SACConfig, spec: EnvSpec, state: SACState, batch: Sample, key
 
 def td_error(config: SACConfig, spec: EnvSpec, state: SACState, transition: Any) -> Array:
     """``y - Q_1(s, a)`` ``[N]`` bootstrapped from the squashed mean (initial priorities)."""
-    q = networks(config, spec).critic.apply(state.critic, transition.obs, transition.action)
-    return critic_target(config, spec, state, transition) - q[0]
+    q1 = networks(config, spec).critic.apply_first(state.critic, transition.obs,
+                                                   transition.action)
+    return critic_target(config, spec, state, transition) - q1
 
 
 def make_sac(config: SACConfig, spec: EnvSpec, *,

@@ -64,7 +64,7 @@ from rljax.losses.continuous import (
     smoothed_target_action,
 )
 from rljax.networks import Network, make_ddpg_actor
-from rljax.networks.continuous import make_twin_critic
+from rljax.networks.continuous import TwinCritic, make_twin_critic
 from rljax.networks.core import ACTIVATIONS
 from rljax.targets import soft_update
 from rljax.types import Array, Metrics, PRNGKey, Sample
@@ -191,7 +191,7 @@ class TD3State:
 
 class Nets(NamedTuple):
     actor: Network
-    critic: Network
+    critic: TwinCritic
 
 
 # --- pieces shared with SAC -----------------------------------------------------------
@@ -349,8 +349,8 @@ def actor_loss(config: TD3Config, spec: EnvSpec, params: Any, state: TD3State,
                obs: Array) -> Array:
     """``mean -Q_1(s, mu(s))`` with the critics of ``state``."""
     nets = networks(config, spec)
-    q = nets.critic.apply(state.critic, obs, nets.actor.apply({"params": params}, obs))
-    return jnp.mean(ddpg_actor_loss(q[0]))
+    q1 = nets.critic.apply_first(state.critic, obs, nets.actor.apply({"params": params}, obs))
+    return jnp.mean(ddpg_actor_loss(q1))
 
 
 def _actor_step(config: TD3Config, spec: EnvSpec, optimizer: optax.GradientTransformation,
@@ -398,8 +398,9 @@ def update(config: TD3Config, spec: EnvSpec, state: TD3State, batch: Sample, key
 
 def td_error(config: TD3Config, spec: EnvSpec, state: TD3State, transition: Any) -> Array:
     """``y - Q_1(s, a)`` ``[N]`` without smoothing noise (initial priorities)."""
-    q = networks(config, spec).critic.apply(state.critic, transition.obs, transition.action)
-    return critic_target(config, spec, state, transition) - q[0]
+    q1 = networks(config, spec).critic.apply_first(state.critic, transition.obs,
+                                                   transition.action)
+    return critic_target(config, spec, state, transition) - q1
 
 
 def make_td3(config: TD3Config, spec: EnvSpec, *,
