@@ -207,7 +207,8 @@ _PRESETS += [
               "gradient work (1 step of 32 per 16 env steps), learning rate, target period and "
               "beta schedule, with Rainbow's parts switched on (51 atoms on [-10, 10], "
               "NoisyNet sigma0 0.5 instead of epsilon, PER alpha 0.5, 3-step targets, Adam "
-              "eps 1.5e-4), so that the two compare at equal work",
+              "eps 1.5e-4), so that the two compare at equal work; seeds 0-1 on CPU: 18.4 / "
+              "44.1 at 500k env steps against breakout-dqn-500k's 16.2 / 16.2 (docs/results.md)",
     ),
 ]
 
