@@ -170,7 +170,6 @@ def test_profiling_flop_counts_and_gemm_rate():
     assert math.isfinite(rate) and rate > 0
 
 
-
 @pytest.mark.parametrize("algo", ["td3", "sac"])
 def test_compiled_twin_critic_updates_do_the_counted_work(algo):
     """XLA's own FLOP count of a compiled update is the analytic matmul count plus the
