@@ -60,3 +60,23 @@ def test_unknown_algorithm_is_refused_with_the_list():
         RunConfig.from_dict({"algo": "nope", "env_id": "CartPole-v1", "total_steps": 1_000,
                              "config": {}})
     assert str(e.value) == message
+
+
+def test_preset_index_matches_the_family_modules():
+    """Each family module holds exactly the names the lazy index gives it."""
+    from rljax.run import presets
+
+    for module, names in presets._INDEX.items():
+        assert tuple(presets.family(module)) == names, module
+
+
+def test_resolving_one_preset_imports_only_its_family():
+    """Only the family module holding the name is built (and checked)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from rljax.run.presets import get_preset; get_preset('cartpole-ppo'); "
+            "loaded = {m for m in sys.modules if m.startswith('rljax.run.presets.')}; "
+            "assert loaded == {'rljax.run.presets.base', 'rljax.run.presets.ppo'}, loaded")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr

@@ -1,0 +1,67 @@
+"""Named, reproducible training configurations, one module per agent family.
+
+Presets are built lazily: resolving one name imports only the module that holds it (and
+so only that family's agent), and each family's module stays small however many presets
+it gains. ``_INDEX`` says which module holds which names; a test checks it against the
+modules themselves.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+from collections.abc import Iterator, Mapping
+
+from rljax.run.presets.base import Preset, preset
+
+_INDEX: dict[str, tuple[str, ...]] = {
+    "a2c": ("cartpole-a2c",),
+    "dqn": ("cartpole-dqn", "breakout-dqn", "breakout-dqn-500k", "cartpole-rainbow",
+            "breakout-rainbow", "breakout-rainbow-500k"),
+    "ddpg": ("reacher-ddpg", "reacher-ddpg-reference"),
+    "ppo": ("cartpole-ppo", "breakout-ppo", "reacher-ppo", "halfcheetah-ppo",
+            "breakout-ppo-1m"),
+    "pqn": ("cartpole-pqn", "breakout-pqn", "breakout-pqn-1m"),
+    "twin_critic": ("reacher-td3", "reacher-sac", "halfcheetah-td3", "halfcheetah-sac",
+                    "hopper-sac"),
+}
+_MODULE_OF = {name: module for module, names in _INDEX.items() for name in names}
+
+
+def family(module: str) -> dict[str, Preset]:
+    """The presets of one family module (``rljax.run.presets.<module>``), by name."""
+    presets = importlib.import_module(f"rljax.run.presets.{module}").PRESETS
+    return {p.name: p for p in presets}
+
+
+class _Presets(Mapping):
+    """Name -> :class:`Preset`, importing a family's module on first use."""
+
+    def __getitem__(self, name: str) -> Preset:
+        if name not in _MODULE_OF:
+            raise KeyError(name)
+        return family(_MODULE_OF[name])[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_MODULE_OF)
+
+    def __len__(self) -> int:
+        return len(_MODULE_OF)
+
+    def __contains__(self, name: object) -> bool:
+        return name in _MODULE_OF
+
+
+PRESETS: Mapping[str, Preset] = _Presets()
+
+
+def get_preset(name: str) -> Preset:
+    """Returns the preset called ``name``; ValueError listing the choices otherwise."""
+    if name not in PRESETS:
+        close = difflib.get_close_matches(str(name), list(PRESETS), n=3)
+        hint = f" (did you mean {', '.join(map(repr, close))}?)" if close else ""
+        raise ValueError(f"unknown preset {name!r}{hint}; available: {', '.join(PRESETS)}")
+    return PRESETS[name]
+
+
+__all__ = ["PRESETS", "Preset", "family", "get_preset", "preset"]

@@ -1,0 +1,41 @@
+"""The preset record: a named run with the hyperparameters ``rljax presets`` shows."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from rljax.run.config import RunConfig
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Preset:
+    """A named run: algorithm, environment, hyperparameters and budget.
+
+    Attributes:
+        name: preset name (``rljax train NAME``).
+        run: the run it stands for (with ``preset=name``); the command line and
+            :func:`rljax.run.config.from_preset` override parts of it.
+        key_params: agent config fields shown by ``rljax presets``.
+        notes: anything a user should know about the preset.
+    """
+
+    name: str
+    run: RunConfig
+    key_params: tuple[str, ...] = ()
+    notes: str = ""
+
+    def __post_init__(self):
+        if self.run.preset != self.name:
+            raise ValueError(f"preset {self.name!r} holds a run named {self.run.preset!r}")
+        fields = {f.name for f in dataclasses.fields(self.run.config)}
+        unknown = [k for k in self.key_params if k not in fields]
+        if unknown:
+            raise ValueError(f"preset {self.name!r}: key_params {unknown} are not fields of "
+                             f"{type(self.run.config).__name__}")
+
+
+def preset(*, name: str, key_params: tuple[str, ...], notes: str, **run: Any) -> Preset:
+    """A Preset whose run is ``RunConfig(preset=name, **run)``."""
+    return Preset(name=name, run=RunConfig(preset=name, **run), key_params=key_params,
+                  notes=notes)
