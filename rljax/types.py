@@ -51,6 +51,15 @@ class Rollout(NamedTuple):
         terminated: ``[T, B]`` bool.
         truncated: ``[T, B]`` bool.
         valid: ``[T, B]`` bool, False on envpool reset steps (not transitions).
+        extras: what ``act`` returned beside each action (log-probs, values, ...),
+            every leaf ``[T, B, ...]``.
+        final_obs: ``[T, B, *obs_shape]`` the observation each step ended in, for envs
+            that reset in the same step (JAX-native envs): where ``terminated[t] |
+            truncated[t]``, ``obs[t + 1]`` is already the next episode's first observation
+            and a truncated step bootstraps from ``final_obs[t]`` instead; elsewhere the
+            two are equal. None for envs with a separate reset step (envpool), where
+            ``obs[t + 1]`` is always the real final observation. See
+            :func:`next_obs`.
     """
 
     obs: Array
@@ -60,6 +69,13 @@ class Rollout(NamedTuple):
     truncated: Array
     valid: Array
     extras: Any = None
+    final_obs: Array | None = None
+
+
+def next_obs(rollout: Rollout) -> Array:
+    """``[T, B, *obs_shape]``: the observation each step of ``rollout`` bootstraps from
+    (the real final observation where an episode ended, the next one elsewhere)."""
+    return rollout.obs[1:] if rollout.final_obs is None else rollout.final_obs
 
 
 class NStepTransition(NamedTuple):
