@@ -171,11 +171,13 @@ def policy(config: A2CConfig, spec: EnvSpec, params: Params, obs: Array) -> Arra
 
 
 def advantages_and_returns(config: A2CConfig, batch: Rollout,
-                           values: Array) -> tuple[Array, Array]:
-    """Advantages and value targets ``[T, B]`` from ``values [T + 1, B]``."""
+                           values: Array | tuple[Array, Array]) -> tuple[Array, Array]:
+    """Advantages and value targets ``[T, B]`` from ``values [T + 1, B]`` (the values of
+    ``batch.obs``), or from ``(v_tm1, v_t)``, both ``[T, B]``: the values of the
+    observations acted in and of those each step bootstraps from."""
     discount = config.gamma * (1.0 - batch.terminated.astype(jnp.float32))
     end = batch.terminated | batch.truncated
-    v_tm1, v_t = values[:-1], values[1:]
+    v_tm1, v_t = values if isinstance(values, tuple) else (values[:-1], values[1:])
     if config.gae_lambda is None:
         returns = jax.vmap(losses.n_step_returns, in_axes=1, out_axes=1)(
             batch.reward, discount, end, v_t)
@@ -191,12 +193,19 @@ def loss(config: A2CConfig, spec: EnvSpec, params: Params,
          batch: Rollout) -> tuple[Array, Metrics]:
     """A2C loss on a rollout; returns ``(loss, metrics)``."""
     networks = _networks(config, spec)
+    # Envs that reset in the same step bootstrap from the final observations instead of
+    # obs[1:] (rljax.types.next_obs); values[1:] are then those.
+    final = batch.final_obs
     if networks.critic is None:
         logits, values = networks.actor.apply(params, batch.obs)
         logits = logits[:-1]
+        if final is not None:
+            values = (values[:-1], networks.actor.apply(params, final)[1])
     else:  # the actor never needs the last observation
         logits = networks.actor.apply(params["actor"], batch.obs[:-1])
-        values = networks.critic.apply(params["critic"], batch.obs)
+        critic = functools.partial(networks.critic.apply, params["critic"])
+        values = critic(batch.obs) if final is None else (critic(batch.obs[:-1]),
+                                                            critic(final))
     adv, returns = advantages_and_returns(config, batch, values)
     mask = batch.valid
     if config.normalize_advantages:

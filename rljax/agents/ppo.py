@@ -301,7 +301,7 @@ def policy_params(state: PPOState) -> dict[str, Any]:
 
 
 def advantages_and_returns(config: PPOConfig, reward: Array, batch: Rollout,
-                           values: Array) -> tuple[Array, Array]:
+                           values: Array | tuple[Array, Array]) -> tuple[Array, Array]:
     """GAE advantages and value targets ``[T, B]`` from ``values [T + 1, B]``.
 
     Terminated episodes do not bootstrap, truncated ones bootstrap from the value of
@@ -312,13 +312,16 @@ def advantages_and_returns(config: PPOConfig, reward: Array, batch: Rollout,
         config: hyperparameters (``gamma``, ``gae_lambda``).
         reward: rewards ``[T, B]`` (scaled or not).
         batch: the rollout (its episode-end flags).
-        values: critic values of ``batch.obs``, ``[T + 1, B]``.
+        values: critic values of ``batch.obs``, ``[T + 1, B]``, or ``(v_tm1, v_t)``, both
+            ``[T, B]``: those of the observations acted in and of the observations each
+            step bootstraps from (:func:`rljax.types.next_obs`).
     """
     discount = config.gamma * (1.0 - batch.terminated.astype(jnp.float32))
     end = batch.terminated | batch.truncated
+    v_tm1, v_t = values if isinstance(values, tuple) else (values[:-1], values[1:])
     gae = functools.partial(losses.gae_advantages, lambda_=config.gae_lambda)
-    adv = jax.vmap(gae, in_axes=1, out_axes=1)(reward, discount, end, values[:-1], values[1:])
-    return jax.lax.stop_gradient(adv), jax.lax.stop_gradient(adv + values[:-1])
+    adv = jax.vmap(gae, in_axes=1, out_axes=1)(reward, discount, end, v_tm1, v_t)
+    return jax.lax.stop_gradient(adv), jax.lax.stop_gradient(adv + v_tm1)
 
 
 class Samples(NamedTuple):
@@ -404,9 +407,15 @@ def samples(config: PPOConfig, spec: EnvSpec, state: PPOState, batch: Rollout,
     obs = _prepare(config, state.obs_stats, batch.obs)
     extras = batch.extras
     # The rollout's values of obs[:-1] were recorded when acting; only the last
-    # observation's is missing.
-    _, last_value = _forward(config, spec, state.params, obs[-1])
-    values = jnp.concatenate([extras["value"], last_value[None]], axis=0)
+    # observation's is missing, or, for envs that reset in the same step, those of the
+    # final observations each step bootstraps from.
+    if batch.final_obs is None:
+        _, last_value = _forward(config, spec, state.params, obs[-1])
+        next_values = jnp.concatenate([extras["value"][1:], last_value[None]], axis=0)
+    else:
+        final = _prepare(config, state.obs_stats, batch.final_obs)
+        _, next_values = _forward(config, spec, state.params, final)
+    values = (extras["value"], next_values)
     scaler, reward = state.reward_scaler, batch.reward
     if config.reward_scaling:
         scaler, reward = _scale_rewards(config, scaler, batch, split)

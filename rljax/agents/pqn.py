@@ -38,7 +38,7 @@ from rljax.networks.conv import METHODS as CONV_METHODS
 from rljax.networks.core import ACTIVATIONS, Network
 from rljax.networks.distributions import take_action
 from rljax.networks.layer_norm import make_layer_norm_q_network
-from rljax.types import Array, Metrics, Params, PRNGKey, Rollout
+from rljax.types import Array, Metrics, Params, PRNGKey, Rollout, next_obs
 from rljax.validate import Schedule
 
 OPTIMIZERS = ("radam", "adam")
@@ -206,7 +206,7 @@ def targets(config: PQNConfig, spec: EnvSpec, params: Params, batch: Rollout) ->
     Rewards are scaled by ``reward_scale``; the targets of reset steps are meaningless
     (masked by ``batch.valid``).
     """
-    q_t = _network(config, spec).apply(params, batch.obs[1:])
+    q_t = _network(config, spec).apply(params, next_obs(batch))
     discount = config.gamma * (1.0 - batch.terminated.astype(jnp.float32))
     end = batch.terminated | batch.truncated
     fn = functools.partial(losses.q_lambda_returns, lambda_=config.q_lambda)

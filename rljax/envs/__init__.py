@@ -1,14 +1,79 @@
-"""Batched envpool environments for rljax: spec, host and XLA steps, statistics."""
+"""Batched environments for rljax: one contract, two backends.
 
-from rljax.envs.pool import Env
-from rljax.envs.pool import EnvState
-from rljax.envs.pool import StepResult
-from rljax.envs.pool import env_seeds
-from rljax.envs.pool import make
+A task id names its backend: bare ids are envpool's (``CartPole-v1``, ``Breakout-v5``,
+``Reacher-v5``), ``SUITE:NAME`` ids are JAX-native suites stepped inside the program
+(``gymnax:CartPole-v1``, ``gymnax:Breakout-MinAtar``,
+``craftax:Craftax-Classic-Symbolic-v1``). Every backend returns an :class:`Env`
+(:mod:`rljax.envs.base`); ``rljax envs`` lists the ids.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rljax.envs.base import Env
+from rljax.envs.base import EnvState
+from rljax.envs.base import StepResult
+from rljax.envs.base import env_seeds
 from rljax.envs.spec import EnvSpec
 from rljax.envs.spec import all_task_ids
 from rljax.envs.stats import EpisodeStats
 from rljax.envs.stats import recent_mean_return
+
+
+def is_native(task_id: str) -> bool:
+    """Whether ``task_id`` names a JAX-native suite (``SUITE:NAME``)."""
+    return isinstance(task_id, str) and ":" in task_id
+
+
+def make(task_id: str, num_envs: int = 8, seed: int = 0, **kwargs: Any) -> Env:
+    """Builds a batched env of ``task_id`` with the backend its id names.
+
+    Arguments as :func:`rljax.envs.pool.make` (envpool) takes them; JAX-native suites
+    (:func:`rljax.envs.native.make`) take the same ones, and their own options.
+    """
+    if is_native(task_id):
+        from rljax.envs import native
+
+        return native.make(task_id, num_envs, seed, **kwargs)
+    from rljax.envs import pool
+
+    return pool.make(task_id, num_envs, seed, **kwargs)
+
+
+def check_task(task_id: str) -> None:
+    """Refuses an unknown task id (suggesting close matches) or one no agent takes."""
+    if is_native(task_id):
+        from rljax.envs import native
+
+        native.task_spec(task_id)
+        return
+    from rljax.envs import spec
+
+    spec.check_task(task_id)
+
+
+def reward_threshold(task_id: str) -> float | None:
+    """The task's "solved" mean return where its backend defines one."""
+    if is_native(task_id):
+        from rljax.envs import native
+
+        return native.task_spec(task_id).reward_threshold
+    from rljax.envs.spec import task_spec
+
+    value = getattr(task_spec(task_id).config, "reward_threshold", None)
+    return None if value is None else float(value)
+
+
+def task_ids() -> dict[str, list[str]]:
+    """The task ids of each backend: ``{"envpool": [...], "gymnax": [...], ...}``."""
+    from rljax.envs import native
+
+    out: dict[str, list[str]] = {"envpool": list(all_task_ids())}
+    for tid in native.task_ids():
+        out.setdefault(tid.split(":")[0], []).append(tid)
+    return out
+
 
 __all__ = [
     "Env",
@@ -17,7 +82,11 @@ __all__ = [
     "EpisodeStats",
     "StepResult",
     "all_task_ids",
+    "check_task",
     "env_seeds",
+    "is_native",
     "make",
     "recent_mean_return",
+    "reward_threshold",
+    "task_ids",
 ]

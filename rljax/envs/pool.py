@@ -19,86 +19,17 @@ import contextlib
 import dataclasses
 import warnings
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from flax import struct
 
 from rljax import resources
+from rljax.envs.base import Env, EnvState, StepResult, env_seeds
 from rljax.envs.spec import EnvSpec, check_options, is_atari_config, task_spaces, task_spec
-from rljax.envs.stats import EpisodeStats, init_stats, update_stats
+from rljax.envs.stats import init_stats, update_stats
 from rljax.types import Array, Split
-
-
-@struct.dataclass
-class EnvState:
-    """State of a batched environment inside the compiled loop.
-
-    Attributes:
-        handle: envpool's XLA handle (opaque bytes).
-        obs: current observation of each env, ``[B, *obs_shape]``.
-        done: whether each env's last step ended an episode (so the next step is
-            a reset step), ``[B]`` bool.
-        stats: episode statistics.
-    """
-
-    handle: Array
-    obs: Array
-    done: Array
-    stats: EpisodeStats
-
-
-class StepResult(NamedTuple):
-    """What one batched step returns, all ``[B, ...]``.
-
-    Attributes:
-        obs: observation after the step (the real final observation when the
-            episode ended here).
-        reward: reward as the agent trains on it (clipped for Atari by default).
-        terminated: a terminal state was reached: do not bootstrap.
-        truncated: a time limit cut the episode: bootstrap from ``obs``.
-        valid: False on reset steps (the action was ignored); such a step is not
-            a transition and must not be learned from.
-        episode_end: a whole episode (for Atari: a whole game) ended here.
-        episode_return: return of that episode (raw score), where ``episode_end``.
-        episode_length: length of that episode in agent steps, where ``episode_end``.
-    """
-
-    obs: Array
-    reward: Array
-    terminated: Array
-    truncated: Array
-    valid: Array
-    episode_end: Array
-    episode_return: Array
-    episode_length: Array
-
-
-class Env(NamedTuple):
-    """A batched envpool environment.
-
-    Attributes:
-        spec: static description.
-        pool: the underlying envpool object (host side).
-        reset: ``reset() -> EnvState``: resets every env on the host and returns
-            the state to carry into compiled code.
-        step: ``step(state, action) -> (state, StepResult)``; jittable, usable in
-            ``lax.scan``; not vmappable (one pool per program).
-        host_step: ``host_step(action) -> (obs, reward, terminated, truncated, info)``
-            NumPy-level step with rljax's dtype conversions, for scripts and tests.
-        state_shapes: ``state_shapes() -> EnvState`` of ``jax.ShapeDtypeStruct`` s: what
-            ``reset()`` returns, without resetting (for checks made before a run
-            allocates); None where the env does not say.
-    """
-
-    spec: EnvSpec
-    pool: Any
-    reset: Callable[[], EnvState]
-    step: Callable[[EnvState, Array], tuple[EnvState, StepResult]]
-    host_step: Callable[[Any], tuple]
-    state_shapes: Callable[[], EnvState] | None = None
 
 
 def _x64_context(enabled: bool):
@@ -136,19 +67,6 @@ def _build_spec(task_id: str, num_envs: int, pool: Any, options: dict) -> tuple[
         options=tuple(sorted(options.items())),
     )
     return spec, needs_x64
-
-
-SEED_STRIDE = 1_000_003  # prime, larger than any num_envs: seeds never share an env seed
-
-
-def env_seeds(seed: int, num_envs: int) -> list[int]:
-    """Per-env seeds of a run: env ``i`` of run ``seed`` gets ``seed * SEED_STRIDE + i``.
-
-    Runs with different seeds never share an env seed (envpool's own scheme, env
-    ``i`` seeded ``seed + i``, would give seeds 0 and 1 fifteen envs in common at
-    16 envs), and a pool holding several runs' envs reproduces each run exactly.
-    """
-    return [(seed * SEED_STRIDE + i) % 2**31 for i in range(num_envs)]
 
 
 def _seed_batched(pool_step: Callable, num_seeds: int) -> Callable:

@@ -30,7 +30,7 @@ class EnvSpec:
     """Static description of a batched environment.
 
     Attributes:
-        task_id: envpool task id, e.g. ``"CartPole-v1"``.
+        task_id: task id, e.g. ``"CartPole-v1"`` (envpool) or ``"gymnax:CartPole-v1"``.
         num_envs: number of environments stepped together (``B``).
         obs_shape: shape of one observation.
         obs_dtype: dtype of observations as rljax returns them (float64 tasks are
@@ -44,6 +44,9 @@ class EnvSpec:
         is_atari: whether the task is an Atari game (frame stacks, lives).
         options: the envpool options in force (user options over rljax defaults).
         num_seeds: independent runs sharing the pool (``num_envs`` envs each).
+        resets_in_step: an env whose episode ends resets in the same step (JAX-native
+            envs): no reset step follows, and the step's ``StepResult.obs`` (the final
+            observation) differs from the state's next ``obs``.
     """
 
     task_id: str
@@ -59,6 +62,7 @@ class EnvSpec:
     is_atari: bool
     options: tuple[tuple[str, Any], ...] = ()
     num_seeds: int = 1
+    resets_in_step: bool = False
 
     @property
     def discrete(self) -> bool:

@@ -36,6 +36,9 @@ def make_on_policy_trainer(agent: Agent, env: Env, *, rollout_len: int,
             envs' actions, so every env gets the action a one-device run gives it.
     """
     num_envs = env.spec.num_envs
+    # Envs that reset in the same step hand over the next episode's first observation;
+    # the rollout then keeps each step's final observation for bootstrapping as well.
+    keep_final = env.spec.resets_in_step
 
     def init_state(key: jax.Array, env_state) -> LoopState:
         agent_key, key = jax.random.split(key)
@@ -53,16 +56,19 @@ def make_on_policy_trainer(agent: Agent, env: Env, *, rollout_len: int,
                                                 update_step, split.gather(env_state.done))
         action, extras = split.local((action, extras))
         env_state, out = env.step(env_state, action)
-        record = (obs, action, out.reward, out.terminated, out.truncated, out.valid, extras)
+        final = out.obs if keep_final else None
+        record = (obs, action, out.reward, out.terminated, out.truncated, out.valid, extras,
+                  final)
         return (agent_state, env_state, update_step), record
 
     def one_update(state: LoopState, update_step):
         key, rollout_key, update_key = jax.random.split(state.key, 3)
-        (agent_state, env_state, _), (obs, action, reward, term, trunc, valid, extras) = (
-            jax.lax.scan(env_step, (state.agent, state.env, update_step),
-                         jax.random.split(rollout_key, rollout_len)))
+        (agent_state, env_state, _), (obs, action, reward, term, trunc, valid, extras,
+                                      final) = jax.lax.scan(
+            env_step, (state.agent, state.env, update_step),
+            jax.random.split(rollout_key, rollout_len))
         obs = jnp.concatenate([obs, env_state.obs[None]], axis=0)
-        batch = Rollout(obs, action, reward, term, trunc, valid, extras)
+        batch = Rollout(obs, action, reward, term, trunc, valid, extras, final)
         agent_state, metrics, _ = agent.update(agent_state, batch, update_key)
         state = state.replace(agent=agent_state, env=env_state, key=key,
                               env_steps=state.env_steps + rollout_len * num_envs)

@@ -51,7 +51,7 @@ import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from rljax import envs
-from rljax.envs.pool import Env, EnvState
+from rljax.envs.base import Env, EnvState
 from rljax.loops.state import LoopState, Trainer
 from rljax.parallel import devices, multihost
 from rljax.types import Split

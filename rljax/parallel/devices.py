@@ -30,7 +30,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from rljax import envs
-from rljax.envs.pool import Env, EnvState
+from rljax.envs.base import Env, EnvState
 from rljax.parallel import multihost
 from rljax.parallel.members import seed_keys
 

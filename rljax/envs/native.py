@@ -1,0 +1,321 @@
+"""JAX-native environments (gymnax 1.x, Craftax): reset and stepped inside the program.
+
+A task id names its suite before a colon: ``gymnax:CartPole-v1``,
+``gymnax:Breakout-MinAtar``, ``craftax:Craftax-Classic-Symbolic-v1``. The env is a plain
+JAX function of its state, so ``reset`` and ``step`` are pure and vmappable: seeds and
+sweeps vmap the env itself, and a checkpoint holds the env state (a resumed run goes on
+with the episodes it was in).
+
+Episode semantics match the envpool backend's, without its reset step: an env whose
+episode ends resets *in the same step*. ``StepResult.obs`` is the real final observation
+(the bootstrap target of a truncated step) and the returned state's ``obs`` is the next
+episode's first; every step is a transition (``valid`` is always True). Terminated stops
+bootstrapping, truncated (the suite's time limit) bootstraps from the final observation.
+
+Each env ``i`` of run ``seed`` draws from ``PRNGKey(env_seeds(seed, n)[i])``, the
+envpool backend's per-env seeds, so members and data shards reproduce the single run's
+envs. Image observations of MinAtar (``[10, 10, C]`` float) are flattened to vectors,
+as PureJaxRL's MinAtar agents take them (option ``flatten=False`` keeps the grid).
+
+A suite is one :class:`Suite` entry: how to make an env by name, how to list names, and
+how to split its ``done`` into terminated and truncated. Any gymnax-shaped suite (an env
+object with ``reset_env(key, params)`` and ``step_env(key, state, action, params)``)
+needs only that entry.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import functools
+import importlib.util
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+
+from rljax.envs.base import Env, EnvState, StepResult, env_seeds
+from rljax.envs.spec import EnvSpec
+from rljax.envs.stats import init_stats, update_stats
+from rljax.types import Array, Split
+
+_GYMNAX_TASKS = ("CartPole-v1", "Acrobot-v1", "MountainCar-v0", "Pendulum-v1",
+                 "MountainCarContinuous-v0", "Breakout-MinAtar", "Asterix-MinAtar",
+                 "Freeway-MinAtar", "SpaceInvaders-MinAtar", "Seaquest-MinAtar")
+# gymnax's own "solved" lines are not published; these are gymnasium's for the same tasks.
+_THRESHOLDS = {"CartPole-v1": 475.0, "Acrobot-v1": -100.0, "MountainCar-v0": -110.0,
+               "MountainCarContinuous-v0": 90.0}
+_CRAFTAX_TASKS = ("Craftax-Classic-Symbolic-v1", "Craftax-Symbolic-v1",
+                  "Craftax-Classic-Pixels-v1", "Craftax-Pixels-v1")
+_OPTIONS = ("flatten", "max_episode_steps")
+
+
+class Suite(NamedTuple):
+    """One suite of gymnax-shaped envs.
+
+    Attributes:
+        package: the Python package that provides it (for the install hint).
+        tasks: the task names rljax offers (others of the suite may work too).
+        make: ``make(name) -> (env, params)``.
+        split_done: ``split_done(env, params, state, done) -> (terminated, truncated)`` for
+            the state after a step whose ``step_env`` returned ``done``.
+        time_limit: ``time_limit(params) -> int``, the episode's step limit.
+        with_time_limit: ``with_time_limit(params, steps) -> params``.
+        achievements: ``achievements(state) -> [K] bool`` for suites that log them (Craftax),
+            with their names in ``achievement_names()``; None otherwise.
+    """
+
+    package: str
+    tasks: tuple[str, ...]
+    make: Callable[[str], tuple[Any, Any]]
+    split_done: Callable[..., tuple[Array, Array]]
+    time_limit: Callable[[Any], int]
+    with_time_limit: Callable[[Any, int], Any]
+    achievements: Callable[[Any], Array] | None = None
+    achievement_names: Callable[[], tuple[str, ...]] | None = None
+
+
+def _gymnax_make(name: str):
+    import gymnax
+
+    return gymnax.make(name)
+
+
+def _gymnax_split(env, params, state, done):
+    # gymnax 1.x: step_env's done is the natural end; the time limit is separate.
+    return done, env.is_truncated(state, params)
+
+
+def _craftax_make(name: str):
+    from craftax.craftax_env import make_craftax_env_from_name
+
+    env = make_craftax_env_from_name(name, auto_reset=False)
+    return env, env.default_params
+
+
+def _craftax_split(env, params, state, done):
+    # Craftax's done mixes death and the time limit; the limit is a truncation.
+    truncated = state.timestep >= params.max_timesteps
+    return done & ~truncated, truncated
+
+
+def _craftax_names() -> tuple[str, ...]:
+    from craftax.craftax_classic.constants import Achievement
+
+    return tuple(a.name.lower() for a in Achievement)
+
+
+SUITES: dict[str, Suite] = {
+    "gymnax": Suite("gymnax", _GYMNAX_TASKS, _gymnax_make, _gymnax_split,
+                    lambda p: int(p.max_steps_in_episode),
+                    lambda p, n: p.replace(max_steps_in_episode=n)),
+    "craftax": Suite("craftax", _CRAFTAX_TASKS, _craftax_make, _craftax_split,
+                     lambda p: int(p.max_timesteps),
+                     lambda p, n: p.replace(max_timesteps=n),
+                     achievements=lambda s: s.achievements, achievement_names=_craftax_names),
+}
+
+
+def split_task_id(task_id: str) -> tuple[str, str] | None:
+    """``(suite, name)`` of a JAX-native task id, None for an envpool id."""
+    if not isinstance(task_id, str) or ":" not in task_id:
+        return None
+    suite, _, name = task_id.partition(":")
+    return suite, name
+
+
+def task_ids() -> list[str]:
+    """Every JAX-native task id rljax offers, whether its package is installed or not."""
+    return [f"{s}:{t}" for s, suite in SUITES.items() for t in suite.tasks]
+
+
+def check_task(task_id: str) -> tuple[Suite, str]:
+    """The suite and name of ``task_id``; ValueError naming what is allowed otherwise."""
+    suite_name, name = split_task_id(task_id) or ("", "")
+    if suite_name not in SUITES:
+        raise ValueError(f"unknown env backend {suite_name!r} in {task_id!r}; allowed: "
+                         f"{', '.join(SUITES)} (e.g. gymnax:CartPole-v1), or a bare envpool "
+                         "task id")
+    suite = SUITES[suite_name]
+    if importlib.util.find_spec(suite.package) is None:
+        raise ValueError(f"{task_id} needs the {suite.package} package: pip install "
+                         f"{suite.package}")
+    if name not in suite.tasks:
+        close = difflib.get_close_matches(name, suite.tasks, n=3, cutoff=0.4)
+        hint = f" (did you mean {', '.join(f'{suite_name}:{c}' for c in close)}?)" if (
+            close) else ""
+        raise ValueError(f"unknown task id {task_id!r}{hint}; {suite_name} tasks: "
+                         f"{', '.join(suite.tasks)}")
+    return suite, name
+
+
+@functools.cache
+def _env(task_id: str, max_episode_steps: int | None) -> tuple[Any, Any]:
+    suite, name = check_task(task_id)
+    env, params = suite.make(name)
+    if max_episode_steps is not None:
+        params = suite.with_time_limit(params, max_episode_steps)
+    return env, params
+
+
+def _check_options(task_id: str, options: dict[str, Any]) -> dict[str, Any]:
+    for name in options:
+        if name not in _OPTIONS:
+            close = difflib.get_close_matches(name, _OPTIONS, n=2)
+            hint = f" (did you mean {', '.join(map(repr, close))}?)" if close else ""
+            raise ValueError(f"unknown option {name!r} for {task_id}{hint}; allowed: "
+                             f"{', '.join(_OPTIONS)}")
+    steps = options.get("max_episode_steps")
+    if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int)
+                              or steps < 1):
+        raise ValueError(f"option max_episode_steps must be an integer >= 1, got {steps!r}")
+    if not isinstance(options.get("flatten", True), bool):
+        raise ValueError(f"option flatten must be true or false, got {options['flatten']!r}")
+    return options
+
+
+def task_spec(task_id: str, num_envs: int = 1, **options: Any) -> EnvSpec:
+    """The :class:`EnvSpec` of a JAX-native task (no env is stepped)."""
+    options = _check_options(task_id, options)
+    suite, name = check_task(task_id)
+    env, params = _env(task_id, options.get("max_episode_steps"))
+    obs_space, act_space = env.observation_space(params), env.action_space(params)
+    obs_shape = tuple(int(d) for d in obs_space.shape)
+    if len(obs_shape) > 1 and options.get("flatten", True):
+        obs_shape = (int(np.prod(obs_shape)),)
+    if hasattr(act_space, "n"):
+        num_actions, action_shape, low, high = int(act_space.n), (), None, None
+    else:
+        num_actions, action_shape = None, tuple(int(d) for d in act_space.shape)
+        size = int(np.prod(action_shape))
+        low = tuple(float(x) for x in np.broadcast_to(np.asarray(act_space.low), size))
+        high = tuple(float(x) for x in np.broadcast_to(np.asarray(act_space.high), size))
+    return EnvSpec(task_id=task_id, num_envs=int(num_envs), obs_shape=obs_shape,
+                   obs_dtype=np.dtype(np.float32), num_actions=num_actions,
+                   action_shape=action_shape, action_low=low, action_high=high,
+                   max_episode_steps=suite.time_limit(params),
+                   reward_threshold=_THRESHOLDS.get(name) if suite.package == "gymnax" else None,
+                   is_atari=False, options=tuple(sorted(options.items())),
+                   resets_in_step=True)
+
+
+@struct.dataclass
+class Handle:
+    """The envs' own state, every leaf ``[B, ...]``.
+
+    Attributes:
+        inner: the suite's env states.
+        key: ``[B, 2]`` uint32 PRNG keys, one stream per env.
+    """
+
+    inner: Any
+    key: Array
+
+
+def make(task_id: str, num_envs: int = 8, seed: int = 0, *, num_seeds: int = 1,
+         member_seeds: Sequence[int] | None = None, member_axis: bool | None = None,
+         data_shard: tuple[int, int, Split] | None = None, **options: Any) -> Env:
+    """Builds ``num_envs`` JAX-native envs of ``task_id`` (see the module docstring).
+
+    The arguments are :func:`rljax.envs.make`'s. With several members (``num_seeds > 1``
+    or ``member_axis``) ``reset()`` returns states with a leading member axis, built by
+    vmapping the env over the members' keys; ``step`` is vmapped by the caller.
+    """
+    spec = task_spec(task_id, num_envs, **options)
+    if isinstance(num_seeds, bool) or not isinstance(num_seeds, int) or num_seeds < 1:
+        raise ValueError(f"num_seeds must be an integer >= 1, got {num_seeds!r}")
+    member_seeds = [int(seed) + k for k in range(num_seeds)] if member_seeds is None else [
+        int(s) for s in member_seeds]
+    if len(member_seeds) != num_seeds or any(not 0 <= s < 2**31 for s in member_seeds):
+        raise ValueError(f"member_seeds must hold num_seeds={num_seeds} seeds in [0, 2**31), "
+                         f"got {member_seeds!r}")
+    suite, _ = check_task(task_id)
+    env, params = _env(task_id, options.get("max_episode_steps"))
+    n = int(num_envs)
+    stats_envs, shard_slice = n, slice(0, n)
+    if data_shard is not None:
+        shard, shards, _ = data_shard
+        if num_seeds != 1 or member_axis or not 0 <= shard < shards:
+            raise ValueError(f"data_shard={data_shard[:2]!r} needs one member and a shard index "
+                             "in [0, count)")
+        stats_envs, shard_slice = n * shards, slice(shard * n, (shard + 1) * n)
+    spec = dataclasses.replace(spec, num_seeds=num_seeds)
+    flat = len(spec.obs_shape) == 1
+    ach = suite.achievements
+
+    def observe(obs):
+        return obs.reshape(spec.obs_shape).astype(jnp.float32) if flat else obs.astype(
+            jnp.float32)
+
+    def reset_one(key):
+        key, sub = jax.random.split(key)
+        obs, inner = env.reset_env(sub, params)
+        return observe(obs), inner, key
+
+    def step_one(inner, key, action):
+        key, k_step, k_reset = jax.random.split(key, 3)
+        obs, stepped, reward, done, _ = env.step_env(k_step, inner, action, params)
+        terminated, truncated = suite.split_done(env, params, stepped, done)
+        ended = terminated | truncated
+        first_obs, fresh = env.reset_env(k_reset, params)
+        inner = jax.tree.map(lambda r, s: jnp.where(ended, r, s), fresh, stepped)
+        final, first = observe(obs), observe(first_obs)
+        next_obs = jnp.where(ended, first, final)
+        achieved = ach(stepped) if ach is not None else jnp.zeros((0,), bool)
+        return inner, key, final, next_obs, reward.astype(jnp.float32), terminated.astype(
+            bool), truncated.astype(bool), achieved
+
+    def initial(member_seed: Array) -> EnvState:
+        seeds = jnp.asarray(member_seed, jnp.uint32)
+        obs, inner, keys = jax.vmap(reset_one)(jax.vmap(jax.random.PRNGKey)(seeds))
+        extras = None
+        if ach is not None:
+            k = len(suite.achievement_names())
+            extras = {"achieved": jnp.zeros((k,), jnp.float32),
+                      "episodes": jnp.zeros((), jnp.float32)}
+        return EnvState(handle=Handle(inner=inner, key=keys), obs=obs,
+                        done=jnp.zeros((n,), bool), stats=init_stats(stats_envs),
+                        extras=extras)
+
+    seeds = np.asarray([env_seeds(s, stats_envs)[shard_slice] for s in member_seeds],
+                       np.int64)
+    if member_axis is None:
+        member_axis = num_seeds > 1
+
+    def reset(key: Array | None = None) -> EnvState:
+        if member_axis:
+            return jax.jit(jax.vmap(initial))(seeds)
+        return jax.jit(initial)(seeds[0])
+
+    def state_shapes() -> EnvState:
+        return jax.eval_shape(lambda: jax.vmap(initial)(seeds) if member_axis else initial(
+            seeds[0]))
+
+    def step(state: EnvState, action: Array) -> tuple[EnvState, StepResult]:
+        inner, keys, final, next_obs, reward, terminated, truncated, achieved = jax.vmap(
+            step_one)(state.handle.inner, state.handle.key, action)
+        valid = jnp.ones_like(terminated)
+        episode_end = terminated | truncated
+        if data_shard is None:
+            stats, ep_ret, ep_len = update_stats(state.stats, reward, valid, episode_end)
+        else:  # every shard's envs, in the unsharded run's order
+            split = data_shard[2]
+            stats, ep_ret, ep_len = update_stats(
+                state.stats, *split.gather((reward, valid, episode_end)))
+            ep_ret, ep_len = split.local((ep_ret, ep_len))
+        extras = state.extras
+        if extras is not None:
+            ended = episode_end.astype(jnp.float32)
+            extras = {"achieved": extras["achieved"] + ended @ achieved.astype(jnp.float32),
+                      "episodes": extras["episodes"] + ended.sum()}
+        new_state = EnvState(handle=Handle(inner=inner, key=keys), obs=next_obs,
+                             done=episode_end, stats=stats, extras=extras)
+        return new_state, StepResult(final, reward, terminated, truncated, valid, episode_end,
+                                     ep_ret, ep_len)
+
+    return Env(spec=spec, pool=None, reset=reset, step=step, host_step=None,
+               state_shapes=state_shapes,
+               achievement_names=suite.achievement_names() if ach is not None else None)
