@@ -3,18 +3,21 @@
 A checkpoint is a folder ``RUN_DIR/checkpoint/ENV_STEP/`` written by orbax-checkpoint
 (see :mod:`rljax.run.checkpoint_store` for the layout and how a save is committed):
 
-* ``state/``: the :class:`LoopState` minus the env handle (parameters, target parameters,
-  optimizer state, replay memory, schedule counters, PRNG key data, episode statistics),
-  one array per leaf, named by its path (``memory.replay.storage.obs``);
+* ``state/``: the :class:`LoopState` minus envpool's env handle (parameters, target
+  parameters, optimizer state, replay memory, schedule counters, PRNG key data, episode
+  statistics; for JAX-native envs the envs' own state too), one array per leaf, named by
+  its path (``memory.replay.storage.obs``);
 * ``manifest/``: rljax version, preset, algorithm, env id, the run's config, env steps.
 
 Each save adds a step folder and then deletes all but the last ``keep`` (the run's
 ``keep_checkpoints``, 2 by default); a save killed at any moment leaves the previous
 checkpoints as they were. Restoring reads the newest one.
 
-Environments are not part of a checkpoint: a resumed run restarts its envs from
+envpool's environments are not part of a checkpoint: a resumed run restarts its envs from
 ``reset()`` (the episodes in progress at save time are dropped from the statistics), and
-everything else continues where it stopped.
+everything else continues where it stopped. JAX-native envs (``gymnax:...``,
+``craftax:...``) are: their states, keys and observations are saved with the rest, so a
+resumed run continues its episodes where they were.
 
 Run directories written before checkpoints moved to orbax hold ``checkpoint/state.msgpack``
 and ``checkpoint/manifest.json``; they still restore (the legacy reader below), and the
@@ -63,8 +66,20 @@ def _store():
     return checkpoint_store
 
 
+def _holds_envs(state) -> bool:
+    """Whether the envs' own state is an array pytree that a checkpoint can hold
+    (JAX-native envs); envpool's handle is an opaque pointer into the host pool."""
+    return not isinstance(state.env.handle, jax.Array | np.ndarray)
+
+
 def _payload(state) -> dict:
     stats = state.env.stats
+    if _holds_envs(state):  # the envs go on: so do their episodes' running sums
+        return {"agent": state.agent, "memory": state.memory,
+                "key": jax.random.key_data(state.key), "env_steps": state.env_steps,
+                "solved_at": state.solved_at, "stats": stats, "batches": state.batches,
+                "env": {"handle": state.env.handle, "obs": state.env.obs,
+                        "done": state.env.done, "extras": state.env.extras}}
     stats = stats.replace(running_return=jnp.zeros_like(stats.running_return),
                           running_length=jnp.zeros_like(stats.running_length))
     return {"agent": state.agent, "memory": state.memory,
@@ -319,10 +334,10 @@ def _state(template, loaded: dict):
     key = jax.random.wrap_key_data(loaded["key"], impl=jax.random.key_impl(template.key))
     if isinstance(template.key, jax.Array) and key.sharding != template.key.sharding:
         key = jax.device_put(key, template.key.sharding)
+    env = template.env.replace(stats=loaded["stats"], **loaded.get("env", {}))
     return template.replace(agent=loaded["agent"], memory=loaded["memory"], key=key,
                             env_steps=loaded["env_steps"], batches=loaded["batches"],
-                            solved_at=loaded["solved_at"],
-                            env=template.env.replace(stats=loaded["stats"]))
+                            solved_at=loaded["solved_at"], env=env)
 
 
 def _place(state, template):

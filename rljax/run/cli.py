@@ -90,6 +90,9 @@ def _build_parser() -> argparse.ArgumentParser:
     plot.add_argument("--title", help="plot title")
 
     sub.add_parser("presets", help="list presets with their env, agent and key hyperparameters")
+    envs_cmd = sub.add_parser("envs", help="list the task ids of each env backend")
+    envs_cmd.add_argument("--all", action="store_true",
+                          help="list every envpool task too (default: a count)")
     return parser
 
 
@@ -113,6 +116,24 @@ def _cmd_presets() -> int:
     print()
     for a in ALGORITHMS.values():
         print(f"{a.name}: {a.description}")
+    return 0
+
+
+def _cmd_envs(args: argparse.Namespace) -> int:
+    import importlib.util
+
+    from rljax.envs import native, task_ids
+
+    for backend, ids in task_ids().items():
+        if backend == "envpool":
+            shown = ", ".join(ids) if args.all else f"{len(ids)} tasks (--all lists them)"
+            print(f"envpool (bare ids, stepped on the host): {shown}")
+            continue
+        installed = importlib.util.find_spec(native.SUITES[backend].package) is not None
+        state = "" if installed else f" [not installed: pip install {backend}]"
+        print(f"{backend} (JAX-native, stepped in the program){state}:")
+        for tid in ids:
+            print(f"  {tid}")
     return 0
 
 
@@ -251,6 +272,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "presets":
             return _cmd_presets()
+        if args.command == "envs":
+            return _cmd_envs(args)
         if args.command == "plot":
             return _cmd_plot(args)
         if args.command == "eval":

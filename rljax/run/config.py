@@ -332,7 +332,7 @@ def override(base: RunConfig, *, env: str | None = None, total_steps: int | None
 
     Agent fields may be given as strings (from ``--set``) or Python values.
     """
-    from rljax.envs.spec import check_task
+    from rljax.envs import check_task
 
     for old, new in RUN_RENAMED.items():
         if old in overrides:
@@ -379,7 +379,6 @@ def _coerce_sweep(config_cls: type, name: str, values: Any) -> tuple[str, tuple[
 
 
 def _task_threshold(env_id: str) -> float | None:
-    from rljax.envs.spec import task_spec
+    from rljax.envs import reward_threshold
 
-    value = getattr(task_spec(env_id).config, "reward_threshold", None)
-    return None if value is None else float(value)
+    return reward_threshold(env_id)

@@ -24,6 +24,11 @@ _INDEX: dict[str, tuple[str, ...]] = {
     "pqn": ("cartpole-pqn", "breakout-pqn", "breakout-pqn-1m"),
     "twin_critic": ("reacher-td3", "reacher-sac", "halfcheetah-td3", "halfcheetah-sac",
                     "hopper-sac"),
+    "native": ("gymnax-cartpole-ppo", "gymnax-cartpole-ppo-purejaxrl", "gymnax-cartpole-pqn",
+               "minatar-breakout-ppo", "minatar-breakout-pqn", "minatar-space-invaders-ppo",
+               "minatar-space-invaders-pqn", "minatar-asterix-ppo", "minatar-asterix-pqn",
+               "minatar-freeway-ppo", "minatar-freeway-pqn", "gymnax-pendulum-sac",
+               "gymnax-pendulum-td3", "craftax-classic-ppo", "craftax-classic-ppo-cpu"),
 }
 _MODULE_OF = {name: module for module, names in _INDEX.items() for name in names}
 

@@ -1,0 +1,101 @@
+"""Presets on JAX-native envs (gymnax 1.x classic control and MinAtar, Craftax).
+
+MinAtar observations reach the agents flattened (``[10 * 10 * C]``), as PureJaxRL's
+MinAtar agents take them, so the MLP networks apply.
+"""
+
+from __future__ import annotations
+
+from rljax.agents.ppo import PPOConfig
+from rljax.agents.pqn import PQNConfig
+from rljax.agents.sac import SACConfig
+from rljax.agents.td3 import TD3Config
+from rljax.run.presets.base import Preset
+from rljax.run.presets.base import preset as _preset
+
+_PPO_KEYS = ("num_envs", "rollout_len", "num_epochs", "num_minibatches", "lr", "clip_eps",
+             "entropy_coef", "gae_lambda", "anneal_lr")
+_PQN_KEYS = ("num_envs", "rollout_len", "num_epochs", "num_minibatches", "lr", "q_lambda",
+             "epsilon", "anneal_lr")
+
+# MinAtar, 10M env steps. PPO: purejaxql's ppo_minatar settings (64 envs x 128 steps,
+# 4 epochs x 8 minibatches, Adam 5e-3 annealed, entropy 1e-4, ReLU); PQN: purejaxql's
+# pqn_minatar settings (128 envs x 32 steps, 2 epochs x 32 minibatches, RAdam 5e-4
+# annealed, Q(0.65), epsilon 1 -> 0.05 over the first 10% of updates, LayerNorm).
+_MINATAR_PPO = PPOConfig(num_envs=64, rollout_len=128, num_epochs=4, num_minibatches=8,
+                         lr=5e-3, anneal_lr=True, entropy_coef=1e-4, activation="relu",
+                         gae_lambda=0.95, clip_eps=0.2, value_coef=0.5, max_grad_norm=0.5)
+_MINATAR_PQN = PQNConfig(num_envs=128, rollout_len=32, num_epochs=2, num_minibatches=32,
+                         lr=5e-4, anneal_lr=True, q_lambda=0.65, reward_scale=1.0,
+                         epsilon=((0, 1.0), (244, 0.05)), max_grad_norm=10.0)
+_MINATAR = {"breakout": "Breakout", "space-invaders": "SpaceInvaders", "asterix": "Asterix",
+            "freeway": "Freeway"}
+
+
+def _minatar(game: str, name: str) -> list[Preset]:
+    env_id = f"gymnax:{name}-MinAtar"
+    return [
+        _preset(name=f"minatar-{game}-ppo", algo="ppo", env_id=env_id, config=_MINATAR_PPO,
+                total_steps=10_000_000, chunk_steps=81_920, key_params=_PPO_KEYS,
+                notes="purejaxql's MinAtar PPO settings (64 envs x 128 steps, 4 x 8 "
+                      "minibatches, Adam 5e-3 annealed, clip 0.2, entropy 1e-4, ReLU 64-64 "
+                      "actor and critic) on flattened observations"),
+        _preset(name=f"minatar-{game}-pqn", algo="pqn", env_id=env_id, config=_MINATAR_PQN,
+                total_steps=10_000_000, chunk_steps=81_920, key_params=_PQN_KEYS,
+                notes="purejaxql's MinAtar PQN settings (128 envs x 32 steps, 2 x 32 "
+                      "minibatches, RAdam 5e-4 annealed, Q(0.65), epsilon 1 -> 0.05 over "
+                      "the first 10% of updates, LayerNorm 128-128) on flattened "
+                      "observations"),
+    ]
+
+
+PRESETS: list[Preset] = [
+    _preset(name="gymnax-cartpole-ppo", algo="ppo", env_id="gymnax:CartPole-v1",
+            config=PPOConfig(), total_steps=500_000, threshold=475.0, key_params=_PPO_KEYS,
+            notes="cartpole-ppo's tuned configuration on gymnax's CartPole (32 envs x 16 "
+                  "steps, 4 x 4 minibatches, Adam 2.5e-3, tanh 64-64); the envs step inside "
+                  "the program"),
+    _preset(name="gymnax-cartpole-ppo-purejaxrl", algo="ppo", env_id="gymnax:CartPole-v1",
+            config=PPOConfig(num_envs=4, rollout_len=128, lr=2.5e-4, anneal_lr=True),
+            total_steps=500_000, threshold=475.0, key_params=_PPO_KEYS,
+            notes="PureJaxRL's CartPole PPO settings (4 envs x 128 steps, 4 x 4 "
+                  "minibatches, Adam 2.5e-4 annealed, clip 0.2, entropy 0.01, tanh 64-64), "
+                  "the configuration of its single-file reference loop"),
+    _preset(name="gymnax-cartpole-pqn", algo="pqn", env_id="gymnax:CartPole-v1",
+            config=PQNConfig(anneal_lr=True), total_steps=500_000, threshold=475.0,
+            key_params=_PQN_KEYS,
+            notes="cartpole-pqn's configuration on gymnax's CartPole (32 envs x 16 steps, "
+                  "4 x 4 minibatches, LayerNorm 128-128, RAdam 1e-3 annealed, Q(0.95))"),
+    *[p for game, name in _MINATAR.items() for p in _minatar(game, name)],
+    _preset(name="gymnax-pendulum-sac", algo="sac", env_id="gymnax:Pendulum-v1",
+            config=SACConfig(num_envs=4, learning_starts=1_000, random_steps=1_000,
+                             buffer_size=100_000),
+            total_steps=60_000, threshold=-200.0, chunk_steps=4_000, stop_on_solve=False,
+            key_params=("num_envs", "batch_size", "learning_starts", "actor_lr",
+                        "critic_lr", "tau"),
+            notes="the SAC paper's settings (256-256, Adam 3e-4, tau 0.005, one gradient "
+                  "step of 256 per env step) with 4 envs and 1k random steps"),
+    _preset(name="gymnax-pendulum-td3", algo="td3", env_id="gymnax:Pendulum-v1",
+            config=TD3Config(num_envs=4, learning_starts=1_000, random_steps=1_000,
+                             buffer_size=100_000),
+            total_steps=60_000, threshold=-200.0, chunk_steps=4_000, stop_on_solve=False,
+            key_params=("num_envs", "batch_size", "learning_starts", "actor_lr",
+                        "critic_lr", "tau"),
+            notes="the TD3 authors' settings (256-256, Adam 3e-4, tau 0.005, policy delay "
+                  "2, smoothing 0.2) with 4 envs and 1k random steps"),
+    _preset(name="craftax-classic-ppo", algo="ppo", env_id="craftax:Craftax-Classic-Symbolic-v1",
+            config=PPOConfig(num_envs=1024, rollout_len=64, num_epochs=4, num_minibatches=8,
+                             lr=2e-4, anneal_lr=True, gae_lambda=0.8, entropy_coef=0.01,
+                             max_grad_norm=1.0, hidden_sizes=(512, 512, 512)),
+            total_steps=1_000_000_000, chunk_steps=1_048_576, key_params=_PPO_KEYS,
+            notes="Craftax's published PPO settings (1,024 envs x 64 steps, 4 x 8 "
+                  "minibatches, Adam 2e-4 annealed, GAE(0.8), entropy 0.01, grad norm 1, "
+                  "tanh 512-512-512), 1B env steps: a GPU run"),
+    _preset(name="craftax-classic-ppo-cpu", algo="ppo",
+            env_id="craftax:Craftax-Classic-Symbolic-v1",
+            config=PPOConfig(num_envs=64, rollout_len=64, num_epochs=4, num_minibatches=8,
+                             lr=2e-4, anneal_lr=True, gae_lambda=0.8, entropy_coef=0.01,
+                             max_grad_norm=1.0, hidden_sizes=(512, 512, 512)),
+            total_steps=2_000_000, chunk_steps=65_536, key_params=_PPO_KEYS,
+            notes="craftax-classic-ppo with 64 envs and a 2M-step budget, for CPUs"),
+]
