@@ -207,17 +207,18 @@ def loss(config: A2CConfig, spec: EnvSpec, params: Params,
         values = critic(batch.obs) if final is None else (critic(batch.obs[:-1]),
                                                             critic(final))
     adv, returns = advantages_and_returns(config, batch, values)
+    v_tm1 = values[0] if isinstance(values, tuple) else values[:-1]
     mask = batch.valid
     if config.normalize_advantages:
         adv = losses.normalize(adv, mask)
     mean = functools.partial(losses.masked_mean, mask=mask)
     pg = mean(losses.policy_gradient_loss(logits, batch.action, adv))
     entropy = -mean(losses.entropy_loss(logits))
-    vloss = mean(losses.value_loss(values[:-1], returns))
+    vloss = mean(losses.value_loss(v_tm1, returns))
     value_weight = config.value_coef if config.shared_torso else 1.0
     total = pg - config.entropy_coef * entropy + value_weight * vloss
     metrics = {"loss": total, "policy_loss": pg, "value_loss": vloss, "entropy": entropy,
-               "value_mean": mean(values[:-1])}
+               "value_mean": mean(v_tm1)}
     return total, metrics
 
 
