@@ -71,9 +71,19 @@ def _describe(preset: str, overrides: dict, run, trainer) -> dict:
             "env_steps_per_update": trainer.steps_per_update}
 
 
-def _reference_loop(env_id: str) -> dict:
-    """The same-process single-file-style reference for ``env_id``, warmed up to its steady
-    state, as an extra measurement for :func:`_rounds` (``{}`` if there is none)."""
+def _reference_loop(env_id: str, run=None, trainer=None) -> dict:
+    """The same-process single-file-style reference for ``env_id`` (for JAX-native envs:
+    PPO or PQN at ``run``'s sizes, as many updates per round as ``trainer``'s chunk), warmed
+    up to its steady state, as an extra measurement for :func:`_rounds` (``{}`` if there is
+    none)."""
+    if envs.is_native(env_id) and run is not None and run.algo in ("ppo", "pqn"):
+        from benchmarks.reference_native import ReferenceLoop, Sizes
+
+        c = run.config
+        loop = ReferenceLoop(run.algo, env_id, Sizes(c.num_envs, c.rollout_len, c.num_epochs,
+                                                     c.num_minibatches, c.lr, c.hidden_sizes),
+                             updates=trainer.updates_per_chunk)
+        return {"reference": loop.steps_per_second}
     if env_id in ("CartPole-v1", "Breakout-v5"):
         from benchmarks.reference_dqn import steady_state
 
@@ -108,7 +118,7 @@ def bench_preset(preset: str, rounds: int, chunk_steps: int, reference: bool = F
     state = trainer.init(jax.random.key(0))
     chunk = trainer.chunk.lower(state).compile()
     state, _ = chunk(state)  # warm up (learning may start later in off-policy loops)
-    extra = _reference_loop(run.env_id) if reference else {}
+    extra = _reference_loop(run.env_id, run, trainer) if reference else {}
     samples = _rounds(run, trainer, chunk, state, rounds, extra)
     env_m, train_m = median(samples["env_only"]), median(samples["train"])
     return {
@@ -454,7 +464,7 @@ def bench_dqn(preset: str, rounds: int, chunk_steps: int, reference: bool = Fals
         state, metrics = chunk(state)
         learning = bool(np.all(np.isfinite(np.asarray(metrics["loss"]))))
     warm_up_time = time.perf_counter() - warm_start
-    extra = _reference_loop(run.env_id) if reference else {}
+    extra = _reference_loop(run.env_id, run, trainer) if reference else {}
     load_before = os.getloadavg()[0]
     samples = _rounds(run, trainer, chunk, state, rounds, extra)
     env_m, train_m = median(samples["env_only"]), median(samples["train"])
@@ -505,6 +515,27 @@ _DDPG_EQUAL_WORK = dict(num_envs=20, env_steps_per_update=1, grad_steps=20, batc
 _TWIN_CRITIC_WORK = dict(num_envs=20, env_steps_per_update=1, grad_steps=20, batch_size=256,
                          actor_hidden=(256, 256), critic_hidden=(256, 256),
                          learning_starts=256, random_steps=256)
+
+def bench_seeds(preset: str, rounds: int, chunk_steps: int,
+                counts: tuple[int, ...] = (1, 16, 64, 256)) -> dict:
+    """Total env steps/s of ``count`` seeds of ``preset`` in one program (vmapped members),
+    for each count, in interleaved rounds; ``vs_one_seed``: the total over one seed's."""
+    measure, info = {}, {}
+    for count in counts:
+        run = dataclasses.replace(from_preset(preset, num_seeds=count), chunk_steps=chunk_steps,
+                                  total_steps=chunk_steps * 1000)
+        _, _, trainer, _ = build(run)
+        chunk, state, _ = _compiled(trainer)
+        measure[str(count)] = _chunk_rate(chunk, {"state": state},
+                                          count * trainer.steps_per_chunk)
+        info = _describe(preset, {}, run, trainer)
+    samples = interleaved(measure, rounds)
+    totals = {k: median(v) for k, v in samples.items()}
+    return {**info, "env_only_sps": None, "train_sps": totals[str(counts[0])], "ratio": None,
+            "total_sps_by_seeds": totals,
+            "vs_one_seed": {k: v / totals[str(counts[0])] for k, v in totals.items()},
+            "rounds": samples}
+
 
 BENCHES = {
     "a2c": lambda rounds: bench_preset("cartpole-a2c", rounds, chunk_steps=40_000),
@@ -562,6 +593,16 @@ BENCHES = {
     # Rainbow beside DQN at equal gradient work: the presets share envs, env steps per
     # update, gradient steps, batch and network; replay size and learning start are set
     # alike so that learning is active within seconds.
+    # JAX-native envs against the PureJaxRL-style single-file loop at the same sizes.
+    "ppo-gymnax": lambda rounds: bench_preset("gymnax-cartpole-ppo", rounds, 16_384,
+                                              reference=True),
+    "pqn-gymnax": lambda rounds: bench_preset("gymnax-cartpole-pqn", rounds, 16_384,
+                                              reference=True),
+    "ppo-minatar": lambda rounds: bench_preset("minatar-breakout-ppo", rounds, 81_920,
+                                               reference=True),
+    "pqn-minatar": lambda rounds: bench_preset("minatar-breakout-pqn", rounds, 40_960,
+                                               reference=True),
+    "seeds-gymnax": lambda rounds: bench_seeds("gymnax-cartpole-ppo", rounds, 16_384),
     "rainbow-cartpole": lambda rounds: bench_rainbow(
         "cartpole-dqn", "cartpole-rainbow", rounds, chunk_steps=3_200, learner_steps=200,
         variants=True, learning_starts=1_000),
@@ -601,6 +642,11 @@ def main(argv=None) -> dict:
         results["results"][name] = r
         if name.startswith("rainbow"):
             _print_rainbow(name, r)
+            continue
+        if "total_sps_by_seeds" in r:
+            print(f"{name:<14} {r['env_id']:<12} total env steps/s by seeds in one program: "
+                  + ", ".join(f"{k}: {v:,.0f} ({r['vs_one_seed'][k]:.1f}x)"
+                              for k, v in r["total_sps_by_seeds"].items()))
             continue
         print(f"{name:<14} {r['env_id']:<12} envs={r['num_envs']:<3} env-only "
               f"{r['env_only_sps']:>10,.0f} steps/s   train {r['train_sps']:>10,.0f} steps/s   "
@@ -655,6 +701,7 @@ def main(argv=None) -> dict:
                   f"{r['loadavg_1min_after_timing']:.1f} after timing")
         if r.get("reference_loop_sps"):
             algo = "dqn" if name.startswith("dqn") else "ddpg"
+            algo = "native" if envs.is_native(r["env_id"]) else algo
             print(f"{'':<14} same-process single-file-style loop (benchmarks/reference_{algo}"
                   f".py): {r['reference_loop_sps']:,.0f} steps/s; rljax "
                   f"{r['vs_reference_loop']:.2f}x (median of per-round ratios)")
