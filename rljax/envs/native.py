@@ -202,6 +202,26 @@ def task_spec(task_id: str, num_envs: int = 1, **options: Any) -> EnvSpec:
                    resets_in_step=True)
 
 
+def achievement_names(task_id: str) -> tuple[str, ...] | None:
+    """Names of the achievements a task's env counts (Craftax), else None."""
+    parts = split_task_id(task_id)
+    suite = SUITES.get(parts[0]) if parts else None
+    if suite is None or suite.achievement_names is None:
+        return None
+    return suite.achievement_names()
+
+
+def achievement_rates(names: Sequence[str], extras: Any, before: Any) -> dict[str, float]:
+    """``{"achievement/NAME": percent}``: the share of the episodes that ended between two
+    readings of ``EnvState.extras`` (host arrays) that reached each achievement."""
+    ended = float(extras["episodes"]) - (float(before["episodes"]) if before else 0.0)
+    if ended <= 0:
+        return {}
+    got = np.asarray(extras["achieved"]) - (np.asarray(before["achieved"]) if before else 0.0)
+    return {f"achievement/{n}": float(100.0 * g / ended) for n, g in zip(names, got,
+                                                                         strict=True)}
+
+
 @struct.dataclass
 class Handle:
     """The envs' own state, every leaf ``[B, ...]``.

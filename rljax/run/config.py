@@ -258,8 +258,8 @@ def _check_field(config_cls: type, name: str) -> None:
     """ValueError naming an unknown field, with close matches and the allowed names, or
     a renamed one (:data:`RENAMED`) with its new name."""
     init_fields = [f.name for f in dataclasses.fields(config_cls) if f.init]
-    renamed = {old: new for a in ALGORITHMS.values() if a.config_cls is config_cls
-               for old, new in RENAMED.get(a.name, {}).items()}
+    renamed = {old: new for a in ALGORITHMS.values() if a.name in RENAMED
+               and a.config_cls is config_cls for old, new in RENAMED[a.name].items()}
     if name in renamed:
         raise ValueError(f"{config_cls.__name__} field {name!r} was renamed {renamed[name]!r}; "
                          f"set {renamed[name]} instead")

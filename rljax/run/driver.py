@@ -21,6 +21,7 @@ import jax
 import numpy as np
 
 from rljax import envs
+from rljax.envs import native
 from rljax.envs.stats import last_episodes
 from rljax.loops.state import LoopState, Trainer
 from rljax.parallel import multihost
@@ -175,6 +176,10 @@ class _Host:
         self.rows: list[dict] = []
         self.pending: list[dict] = []
         self.prev_episodes = np.ravel(multihost.fetch(state.env.stats.episodes)).tolist()
+        self.achievements = native.achievement_names(run.env_id)  # Craftax: logged as %
+        extras = multihost.fetch(state.env.extras)
+        self.prev_extras = [None if extras is None else rundir.member_slice(
+            extras, k, self.num_seeds) for k in range(self.num_seeds)]
         self.train_start = self.period_start = time.perf_counter()
 
     def _eval_after(self, env_steps: int) -> int:
@@ -194,8 +199,8 @@ class _Host:
         if not bool(multihost.fetch(_finite(state.agent))):
             raise NonFiniteError(_nonfinite_message(self.run_dir, state, "parameter",
                                                      self.saved_at))
-        metrics, stats, steps = multihost.fetch((self.pending, state.env.stats,
-                                                 state.env_steps))
+        metrics, stats, steps, extras = multihost.fetch((self.pending, state.env.stats,
+                                                         state.env_steps, state.env.extras))
         env_steps = int(np.ravel(steps)[0])
         now = time.perf_counter()
         n = self.num_seeds
@@ -206,6 +211,12 @@ class _Host:
                                             rundir.member_slice(stats, k, n),
                                             self.prev_episodes[k]))
                     for k in range(n)]
+        if self.achievements and extras is not None:
+            for k, r in enumerate(per_seed):
+                now_k = rundir.member_slice(extras, k, n)
+                r.update(native.achievement_rates(self.achievements, now_k,
+                                                  self.prev_extras[k]))
+                self.prev_extras[k] = now_k
         for name in [_nonfinite_metric(r) for r in per_seed]:
             if name is not None:
                 raise NonFiniteError(_nonfinite_message(self.run_dir, state, name,

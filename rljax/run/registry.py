@@ -8,61 +8,72 @@ read this table.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from rljax.agents.a2c import A2CConfig, make_a2c
-from rljax.agents.ddpg import DDPGConfig, make_ddpg
-from rljax.agents.dqn import DQNConfig, make_dqn
-from rljax.agents.ppo import PPOConfig, make_ppo
-from rljax.agents.pqn import PQNConfig, make_pqn
-from rljax.agents.sac import SACConfig, make_sac
-from rljax.agents.td3 import TD3Config, make_td3
-from rljax.loops.factory import LOOPS
 from rljax.loops.state import Trainer
 
 
 class Algorithm(NamedTuple):
-    """One kind of agent as the run layer builds it.
+    """One kind of agent as the run layer builds it. The agent's module is imported on first
+    use of ``config_cls`` or ``make_agent``, so resolving one preset loads one agent.
 
     Attributes:
         name: short name used by presets and the CLI.
-        config_cls: the agent's frozen config dataclass.
-        make_agent: ``make_agent(config, env_spec, *, grad_transform=None) -> Agent``.
+        module: the agent's module (``rljax.agents.NAME``).
+        config_name: its frozen config dataclass.
+        factory_name: ``make_agent(config, env_spec, *, grad_transform=None) -> Agent``.
         loop: ``"on_policy"`` or ``"off_policy"`` (:mod:`rljax.loops.factory`).
         description: one line for ``rljax presets``.
     """
 
     name: str
-    config_cls: type
-    make_agent: Callable[..., Any]
+    module: str
+    config_name: str
+    factory_name: str
     loop: str
     description: str
 
     @property
+    def config_cls(self) -> type:
+        return getattr(importlib.import_module(self.module), self.config_name)
+
+    @property
+    def make_agent(self) -> Callable[..., Any]:
+        return getattr(importlib.import_module(self.module), self.factory_name)
+
+    @property
     def make_trainer(self) -> Callable[..., Trainer]:
         """``make_trainer(agent, env, config, updates_per_chunk, threshold, split=WHOLE)``."""
+        from rljax.loops.factory import LOOPS
+
         return LOOPS[self.loop]
 
 
+def _agent(name: str, config_name: str, loop: str, description: str) -> Algorithm:
+    return Algorithm(name, f"rljax.agents.{name}", config_name, f"make_{name}", loop,
+                     description)
+
+
 ALGORITHMS: dict[str, Algorithm] = {a.name: a for a in [
-    Algorithm("a2c", A2CConfig, make_a2c, "on_policy",
-              "synchronous advantage actor-critic (discrete actions)"),
-    Algorithm("dqn", DQNConfig, make_dqn, "off_policy",
-              "double DQN with dueling / noisy / n-step / prioritized options "
-              "(discrete actions)"),
-    Algorithm("ddpg", DDPGConfig, make_ddpg, "off_policy",
-              "deep deterministic policy gradient (continuous actions)"),
-    Algorithm("ppo", PPOConfig, make_ppo, "on_policy",
-              "proximal policy optimization, clipped surrogate (discrete or continuous)"),
-    Algorithm("pqn", PQNConfig, make_pqn, "on_policy",
-              "parallel Q-learning: LayerNorm Q-network, Q(lambda), no replay or target "
-              "(discrete actions)"),
-    Algorithm("td3", TD3Config, make_td3, "off_policy",
-              "twin delayed DDPG: clipped double-Q, target smoothing, delayed actor "
-              "(continuous actions)"),
-    Algorithm("sac", SACConfig, make_sac, "off_policy",
-              "soft actor-critic with a learned temperature (continuous actions)"),
+    _agent("a2c", "A2CConfig", "on_policy",
+           "synchronous advantage actor-critic (discrete actions)"),
+    _agent("dqn", "DQNConfig", "off_policy",
+           "double DQN with dueling / noisy / n-step / prioritized options "
+           "(discrete actions)"),
+    _agent("ddpg", "DDPGConfig", "off_policy",
+           "deep deterministic policy gradient (continuous actions)"),
+    _agent("ppo", "PPOConfig", "on_policy",
+           "proximal policy optimization, clipped surrogate (discrete or continuous)"),
+    _agent("pqn", "PQNConfig", "on_policy",
+           "parallel Q-learning: LayerNorm Q-network, Q(lambda), no replay or target "
+           "(discrete actions)"),
+    _agent("td3", "TD3Config", "off_policy",
+           "twin delayed DDPG: clipped double-Q, target smoothing, delayed actor "
+           "(continuous actions)"),
+    _agent("sac", "SACConfig", "off_policy",
+           "soft actor-critic with a learned temperature (continuous actions)"),
 ]}
 
 
