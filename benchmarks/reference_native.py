@@ -65,6 +65,20 @@ def _shuffled_minibatches(key, data, num_minibatches):
     return jax.tree.map(lambda x: x[perm].reshape((num_minibatches, -1) + x.shape[1:]), data)
 
 
+def _epochs(opt, loss, net, opt_state, data, key, s: Sizes):
+    """``s.num_epochs`` epochs of one optimizer step per shuffled minibatch of ``data``."""
+    def epoch(c, key):
+        def minibatch(c, mb):
+            net, opt_state = c
+            grads = jax.grad(loss)(net, mb)
+            updates, opt_state = opt.update(grads, opt_state, net)
+            return (optax.apply_updates(net, updates), opt_state), None
+        return jax.lax.scan(minibatch, c, _shuffled_minibatches(key, data,
+                                                                s.num_minibatches))[0], None
+
+    return jax.lax.scan(epoch, (net, opt_state), jax.random.split(key, s.num_epochs))[0]
+
+
 def make_ppo(env_id: str, s: Sizes, gamma=0.99, lam=0.95, clip=0.2, ent=0.01, vf=0.5):
     """``(init(key) -> carry, run(carry, updates) -> carry)``, PPO with separate actor and
     critic MLPs, Adam (eps 1e-5) after clipping the gradient norm at 0.5."""
@@ -124,18 +138,8 @@ def make_ppo(env_id: str, s: Sizes, gamma=0.99, lam=0.95, clip=0.2, ent=0.01, vf
         data = jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]),
                             (obs, action, logp, adv, adv + value))
 
-        def epoch(c, key):
-            def minibatch(c, mb):
-                net, opt_state = c
-                grads = jax.grad(loss)(net, mb)
-                updates, opt_state = opt.update(grads, opt_state)
-                return (optax.apply_updates(net, updates), opt_state), None
-            return jax.lax.scan(minibatch, c, _shuffled_minibatches(key, data,
-                                                                    s.num_minibatches))[0], None
-
         key, k_epochs = jax.random.split(key)
-        (net, opt_state), _ = jax.lax.scan(epoch, (net, opt_state),
-                                           jax.random.split(k_epochs, s.num_epochs))
+        net, opt_state = _epochs(opt, loss, net, opt_state, data, k_epochs, s)
         return (net, opt_state, env_state, last_obs, key), None
 
     def run(carry, updates: int):
@@ -189,18 +193,8 @@ def make_pqn(env_id: str, s: Sizes, gamma=0.99, lam=0.95, eps=0.05, reward_scale
         _, target = jax.lax.scan(lam_return, q_next[-1], (reward, done, q_next), reverse=True)
         data = jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), (obs, action, target))
 
-        def epoch(c, key):
-            def minibatch(c, mb):
-                net, opt_state = c
-                grads = jax.grad(loss)(net, mb)
-                updates, opt_state = opt.update(grads, opt_state, net)
-                return (optax.apply_updates(net, updates), opt_state), None
-            return jax.lax.scan(minibatch, c, _shuffled_minibatches(key, data,
-                                                                    s.num_minibatches))[0], None
-
         key, k_epochs = jax.random.split(key)
-        (net, opt_state), _ = jax.lax.scan(epoch, (net, opt_state),
-                                           jax.random.split(k_epochs, s.num_epochs))
+        net, opt_state = _epochs(opt, loss, net, opt_state, data, k_epochs, s)
         return (net, opt_state, env_state, last_obs, key), None
 
     def run(carry, updates: int):

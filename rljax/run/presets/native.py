@@ -49,6 +49,17 @@ def _minatar(game: str, name: str) -> list[Preset]:
     ]
 
 
+def _pendulum(algo: str, config_cls: type, note: str) -> Preset:
+    return _preset(name=f"gymnax-pendulum-{algo}", algo=algo, env_id="gymnax:Pendulum-v1",
+                   config=config_cls(num_envs=4, learning_starts=1_000, random_steps=1_000,
+                                     buffer_size=100_000),
+                   total_steps=60_000, threshold=-200.0, chunk_steps=4_000,
+                   stop_on_solve=False, key_params=("num_envs", "batch_size",
+                                                    "learning_starts", "actor_lr",
+                                                    "critic_lr", "tau"),
+                   notes=f"{note}, with 4 envs and 1k random steps")
+
+
 PRESETS: list[Preset] = [
     _preset(name="gymnax-cartpole-ppo", algo="ppo", env_id="gymnax:CartPole-v1",
             config=PPOConfig(), total_steps=500_000, threshold=475.0, key_params=_PPO_KEYS,
@@ -67,22 +78,11 @@ PRESETS: list[Preset] = [
             notes="cartpole-pqn's configuration on gymnax's CartPole (32 envs x 16 steps, "
                   "4 x 4 minibatches, LayerNorm 128-128, RAdam 1e-3 annealed, Q(0.95))"),
     *[p for game, name in _MINATAR.items() for p in _minatar(game, name)],
-    _preset(name="gymnax-pendulum-sac", algo="sac", env_id="gymnax:Pendulum-v1",
-            config=SACConfig(num_envs=4, learning_starts=1_000, random_steps=1_000,
-                             buffer_size=100_000),
-            total_steps=60_000, threshold=-200.0, chunk_steps=4_000, stop_on_solve=False,
-            key_params=("num_envs", "batch_size", "learning_starts", "actor_lr",
-                        "critic_lr", "tau"),
-            notes="the SAC paper's settings (256-256, Adam 3e-4, tau 0.005, one gradient "
-                  "step of 256 per env step) with 4 envs and 1k random steps"),
-    _preset(name="gymnax-pendulum-td3", algo="td3", env_id="gymnax:Pendulum-v1",
-            config=TD3Config(num_envs=4, learning_starts=1_000, random_steps=1_000,
-                             buffer_size=100_000),
-            total_steps=60_000, threshold=-200.0, chunk_steps=4_000, stop_on_solve=False,
-            key_params=("num_envs", "batch_size", "learning_starts", "actor_lr",
-                        "critic_lr", "tau"),
-            notes="the TD3 authors' settings (256-256, Adam 3e-4, tau 0.005, policy delay "
-                  "2, smoothing 0.2) with 4 envs and 1k random steps"),
+    *[_pendulum(algo, cls, note) for algo, cls, note in (
+        ("sac", SACConfig, "the SAC paper's settings (256-256, Adam 3e-4, tau 0.005, one "
+                           "gradient step of 256 per env step, learned temperature)"),
+        ("td3", TD3Config, "the TD3 authors' settings (256-256, Adam 3e-4, tau 0.005, policy "
+                           "delay 2, smoothing 0.2)"))],
     _preset(name="craftax-classic-ppo", algo="ppo", env_id="craftax:Craftax-Classic-Symbolic-v1",
             config=PPOConfig(num_envs=1024, rollout_len=64, num_epochs=4, num_minibatches=8,
                              lr=2e-4, anneal_lr=True, gae_lambda=0.8, entropy_coef=0.01,
