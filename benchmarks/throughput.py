@@ -529,11 +529,22 @@ def bench_seeds(preset: str, rounds: int, chunk_steps: int,
         measure[str(count)] = _chunk_rate(chunk, {"state": state},
                                           count * trainer.steps_per_chunk)
         info = _describe(preset, {}, run, trainer)
+    from benchmarks import profiling
+
+    measure["gemm_2048"] = lambda: profiling.gemm_rate(2048)
     samples = interleaved(measure, rounds)
+    gemm = median(samples.pop("gemm_2048"))
     totals = {k: median(v) for k, v in samples.items()}
+    # The ceiling: the update's matmul FLOPs per env step at this CPU's large-GEMM rate.
+    run = from_preset(preset)
+    flops = profiling.on_policy_update_flops(run.algo, run.config, envs.make(
+        run.env_id, run.config.num_envs, 0).spec) / trainer.steps_per_update
     return {**info, "env_only_sps": None, "train_sps": totals[str(counts[0])], "ratio": None,
             "total_sps_by_seeds": totals,
             "vs_one_seed": {k: v / totals[str(counts[0])] for k, v in totals.items()},
+            "update_flop_per_env_step": flops, "gemm_2048_gflops": gemm,
+            "update_gflops_by_seeds": {k: v * flops / 1e9 for k, v in totals.items()},
+            "ceiling_sps_at_gemm_2048": gemm * 1e9 / flops,
             "rounds": samples}
 
 
@@ -647,6 +658,11 @@ def main(argv=None) -> dict:
             print(f"{name:<14} {r['env_id']:<12} total env steps/s by seeds in one program: "
                   + ", ".join(f"{k}: {v:,.0f} ({r['vs_one_seed'][k]:.1f}x)"
                               for k, v in r["total_sps_by_seeds"].items()))
+            print(f"{'':<14} update {r['update_flop_per_env_step'] / 1e3:.0f} kFLOP per env "
+                  "step: " + ", ".join(f"{k} seeds {v:.1f}" for k, v in
+                                       r["update_gflops_by_seeds"].items())
+                  + f" GFLOP/s; GEMM 2048^3 {r['gemm_2048_gflops']:.0f} GFLOP/s (same rounds) "
+                  f"= a ceiling of {r['ceiling_sps_at_gemm_2048']:,.0f} env steps/s")
             continue
         print(f"{name:<14} {r['env_id']:<12} envs={r['num_envs']:<3} env-only "
               f"{r['env_only_sps']:>10,.0f} steps/s   train {r['train_sps']:>10,.0f} steps/s   "
