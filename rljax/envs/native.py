@@ -50,7 +50,7 @@ _THRESHOLDS = {"CartPole-v1": 475.0, "Acrobot-v1": -100.0, "MountainCar-v0": -11
                "MountainCarContinuous-v0": 90.0}
 _CRAFTAX_TASKS = ("Craftax-Classic-Symbolic-v1", "Craftax-Symbolic-v1",
                   "Craftax-Classic-Pixels-v1", "Craftax-Pixels-v1")
-_OPTIONS = ("flatten", "max_episode_steps")
+_OPTIONS = ("flatten", "max_episode_steps", "reset_ratio")
 
 
 class Suite(NamedTuple):
@@ -66,6 +66,10 @@ class Suite(NamedTuple):
         with_time_limit: ``with_time_limit(params, steps) -> params``.
         achievements: ``achievements(state) -> [K] bool`` for suites that log them (Craftax),
             with their names in ``achievement_names()``; None otherwise.
+        reset_ratio: the default of the option of that name: each step draws
+            ``num_envs // reset_ratio`` fresh states for the envs that ended (1: one per env;
+            Craftax 16, as Craftax's own training code does, since generating a world costs
+            about 20 steps).
     """
 
     package: str
@@ -76,6 +80,7 @@ class Suite(NamedTuple):
     with_time_limit: Callable[[Any, int], Any]
     achievements: Callable[[Any], Array] | None = None
     achievement_names: Callable[[], tuple[str, ...]] | None = None
+    reset_ratio: int = 1
 
 
 def _gymnax_make(name: str):
@@ -115,7 +120,8 @@ SUITES: dict[str, Suite] = {
     "craftax": Suite("craftax", _CRAFTAX_TASKS, _craftax_make, _craftax_split,
                      lambda p: int(p.max_timesteps),
                      lambda p, n: p.replace(max_timesteps=n),
-                     achievements=lambda s: s.achievements, achievement_names=_craftax_names),
+                     achievements=lambda s: s.achievements, achievement_names=_craftax_names,
+                     reset_ratio=16),
 }
 
 
@@ -172,6 +178,10 @@ def _check_options(task_id: str, options: dict[str, Any]) -> dict[str, Any]:
     if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int)
                               or steps < 1):
         raise ValueError(f"option max_episode_steps must be an integer >= 1, got {steps!r}")
+    ratio = options.get("reset_ratio")
+    if ratio is not None and (isinstance(ratio, bool) or not isinstance(ratio, int)
+                              or ratio < 1):
+        raise ValueError(f"option reset_ratio must be an integer >= 1, got {ratio!r}")
     if not isinstance(options.get("flatten", True), bool):
         raise ValueError(f"option flatten must be true or false, got {options['flatten']!r}")
     return options
@@ -265,6 +275,7 @@ def make(task_id: str, num_envs: int = 8, seed: int = 0, *, num_seeds: int = 1,
     spec = dataclasses.replace(spec, num_seeds=num_seeds)
     flat = len(spec.obs_shape) == 1
     ach = suite.achievements
+    resets = max(1, n // options.get("reset_ratio", suite.reset_ratio))
 
     def observe(obs):
         return obs.reshape(spec.obs_shape).astype(jnp.float32) if flat else obs.astype(
@@ -275,18 +286,32 @@ def make(task_id: str, num_envs: int = 8, seed: int = 0, *, num_seeds: int = 1,
         obs, inner = env.reset_env(sub, params)
         return observe(obs), inner, key
 
-    def step_one(inner, key, action):
+    def advance(inner, key, action):
         key, k_step, k_reset = jax.random.split(key, 3)
         obs, stepped, reward, done, _ = env.step_env(k_step, inner, action, params)
         terminated, truncated = suite.split_done(env, params, stepped, done)
-        ended = terminated | truncated
-        first_obs, fresh = env.reset_env(k_reset, params)
-        inner = jax.tree.map(lambda r, s: jnp.where(ended, r, s), fresh, stepped)
-        final, first = observe(obs), observe(first_obs)
-        next_obs = jnp.where(ended, first, final)
         achieved = ach(stepped) if ach is not None else jnp.zeros((0,), bool)
-        return inner, key, final, next_obs, reward.astype(jnp.float32), terminated.astype(
-            bool), truncated.astype(bool), achieved
+        return (stepped, key, k_reset, observe(obs), reward.astype(jnp.float32),
+                terminated.astype(bool), truncated.astype(bool), achieved)
+
+    def step_all(inner, keys, action):
+        """Every env one step, then the ended ones reset from fresh states: each env its
+        own (``reset_ratio`` 1), or the first ``n // reset_ratio`` envs' reset keys drawn
+        and shared out in env order (Craftax's world generation costs 20x a step)."""
+        stepped, keys, k_reset, final, reward, terminated, truncated, achieved = jax.vmap(
+            advance)(inner, keys, action)
+        ended = terminated | truncated
+        first_obs, fresh = jax.vmap(env.reset_env, (0, None))(k_reset[:resets], params)
+        first_obs = jax.vmap(observe)(first_obs)
+        if resets < n:
+            slot = jnp.clip(jnp.cumsum(ended) - 1, 0, resets - 1)
+            first_obs, fresh = jax.tree.map(lambda x: x[slot], (first_obs, fresh))
+
+        def pick(r, s):
+            return jnp.where(ended.reshape((-1,) + (1,) * (s.ndim - 1)), r, s)
+
+        inner = jax.tree.map(pick, fresh, stepped)
+        return inner, keys, final, pick(first_obs, final), reward, terminated, truncated, achieved
 
     def initial(member_seed: Array) -> EnvState:
         seeds = jnp.asarray(member_seed, jnp.uint32)
@@ -315,8 +340,8 @@ def make(task_id: str, num_envs: int = 8, seed: int = 0, *, num_seeds: int = 1,
             seeds[0]))
 
     def step(state: EnvState, action: Array) -> tuple[EnvState, StepResult]:
-        inner, keys, final, next_obs, reward, terminated, truncated, achieved = jax.vmap(
-            step_one)(state.handle.inner, state.handle.key, action)
+        inner, keys, final, next_obs, reward, terminated, truncated, achieved = step_all(
+            state.handle.inner, state.handle.key, action)
         valid = jnp.ones_like(terminated)
         episode_end = terminated | truncated
         if data_shard is None:
