@@ -42,11 +42,11 @@ Carry = Any  # [B, H] for a GRU, (c [B, H], h [B, H]) for an LSTM
 
 def initial_carry(kind: str, batch_shape: Sequence[int], size: int) -> Carry:
     """The core's initial carry (zeros) for a batch of ``batch_shape`` envs."""
-    zeros = jnp.zeros(tuple(batch_shape) + (size,), jnp.float32)
+    shape = tuple(batch_shape) + (size,)
     if kind == "gru":
-        return zeros
-    if kind == "lstm":
-        return (zeros, zeros)
+        return jnp.zeros(shape, jnp.float32)
+    if kind == "lstm":  # two buffers: a donated state may not hold one twice
+        return (jnp.zeros(shape, jnp.float32), jnp.zeros(shape, jnp.float32))
     raise ValueError(f"unknown memory core {kind!r}; allowed: {', '.join(CORES)}")
 
 
