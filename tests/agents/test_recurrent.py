@@ -24,6 +24,7 @@ from rljax.loops.evaluation import make_evaluator
 from rljax.networks.recurrent import reset_carry
 from rljax.run.build import build
 from rljax.run.config import RunConfig
+from rljax.run.presets import get_preset
 
 T, B = 8, 4
 NOVEL = {"obs_indices": (0, 2)}
@@ -234,16 +235,15 @@ def test_checkpoint_keeps_the_carry_and_resume_continues(tmp_path):
 @pytest.mark.optimized
 @pytest.mark.slow
 def test_ppo_rnn_learns_novel_cartpole_and_a_flipped_surrogate_does_not():
-    """PPO-RNN on CartPole with the velocities hidden, to a 100-episode mean of 200 (which
-    the feed-forward control does not reach in 500k steps), against the same agent with
-    its surrogate's sign flipped."""
-    config = dataclasses.replace(_ppo(), num_envs=32, rollout_len=16, num_epochs=4,
-                                 num_minibatches=4, lr=1e-3, hidden_sizes=(128, 128),
-                                 activation="relu", memory_size=128)
+    """cartpole-novel-ppo-rnn's agent (learning rate not annealed) on CartPole with the
+    velocities hidden, to a 100-episode mean of 400 (the feed-forward control stays below
+    200), against the same agent with its surrogate's sign flipped."""
+    config = dataclasses.replace(get_preset("cartpole-novel-ppo-rnn").run.config,
+                                 anneal_lr=False)
     env = envs.make("CartPole-v1", config.num_envs, 0, **NOVEL)
     agent, flag = with_flag(ppo.make_ppo(config, env.spec))
     trainer = on_policy.make_on_policy_trainer(agent, env, rollout_len=config.rollout_len,
-                                               updates_per_chunk=40, threshold=200.0)
+                                               updates_per_chunk=40, threshold=400.0)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(recurrent.losses, "clipped_surrogate_loss",
                       negated_where(flag, recurrent.losses.clipped_surrogate_loss))
