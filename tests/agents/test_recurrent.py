@@ -213,7 +213,7 @@ def test_checkpoint_keeps_the_carry_and_resume_continues(tmp_path):
 
     run = rljax.train("cartpole-novel-ppo-rnn", total_steps=1_024, chunk_steps=512,
                       logdir=str(tmp_path), tensorboard=False, eval_every=0, num_envs=8,
-                      num_minibatches=2)
+                      num_minibatches=2, num_epochs=1, hidden_sizes=(8, 8), memory_size=8)
     hidden = np.asarray(run.state.agent.hidden)
     assert np.abs(hidden).sum() > 0
     loaded = rljax.load(run.run_dir)
@@ -236,20 +236,21 @@ def test_checkpoint_keeps_the_carry_and_resume_continues(tmp_path):
 @pytest.mark.slow
 def test_ppo_rnn_learns_novel_cartpole_and_a_flipped_surrogate_does_not():
     """cartpole-novel-ppo-rnn's agent (learning rate not annealed) on CartPole with the
-    velocities hidden, to a 100-episode mean of 400 (the feed-forward control stays below
-    200), against the same agent with its surrogate's sign flipped."""
+    velocities hidden, to a 100-episode mean of 200 (the feed-forward control and the
+    agent with its memory reset every step stay below 56 over 1M steps), against the same
+    agent with its surrogate's sign flipped."""
     config = dataclasses.replace(get_preset("cartpole-novel-ppo-rnn").run.config,
                                  anneal_lr=False)
     env = envs.make("CartPole-v1", config.num_envs, 0, **NOVEL)
     agent, flag = with_flag(ppo.make_ppo(config, env.spec))
     trainer = on_policy.make_on_policy_trainer(agent, env, rollout_len=config.rollout_len,
-                                               updates_per_chunk=40, threshold=400.0)
+                                               updates_per_chunk=20, threshold=200.0)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(recurrent.losses, "clipped_surrogate_loss",
                       negated_where(flag, recurrent.losses.clipped_surrogate_loss))
         chunk = trainer.chunk.lower(trainer.init(jax.random.key(0))).compile()
     out = []
-    for negate, max_steps in ((False, 300_000), (True, 60_000)):
+    for negate, max_steps in ((False, 150_000), (True, 40_000)):
         state = trainer.init(jax.random.key(0))
         state = state.replace(agent=(state.agent[0], jnp.asarray(negate)))
         best = 0.0
@@ -258,5 +259,5 @@ def test_ppo_rnn_learns_novel_cartpole_and_a_flipped_surrogate_does_not():
             best = max(best, float(jnp.nan_to_num(recent_mean_return(state.env.stats))))
         out.append((int(state.solved_at), best))
     (solved_at, best), (flipped_at, flipped_best) = out
-    assert 0 <= solved_at <= 300_000, best
+    assert 0 <= solved_at <= 150_000, best
     assert flipped_at < 0 and flipped_best < 50, flipped_best
