@@ -148,8 +148,10 @@ def on_policy_update_flops(algo: str, config, spec) -> float | None:
         PQN  epochs * T B * [fwd(Q) + bwd(Q, params)] / N + (T + 1) B fwd(Q) / N
 
     (per-sample counts; actor ``(o, *hidden, A)``, critic ``(o, *hidden, 1)``, a shared
-    torso counted once with both heads; Q ``(o, *hidden, A)``)."""
-    if len(spec.obs_shape) != 1 or algo not in ("ppo", "pqn"):
+    torso counted once with both heads; Q ``(o, *hidden, A)``). None for agents with memory
+    (not counted)."""
+    if (len(spec.obs_shape) != 1 or algo not in ("ppo", "pqn")
+            or getattr(config, "memory", None) is not None):
         return None
     o, hidden = spec.obs_shape[0], tuple(config.hidden_sizes)
     out = spec.num_actions if spec.discrete else spec.action_shape[0]

@@ -71,6 +71,19 @@ class PolicyFn(Protocol):
         """The noise-free policy (evaluation): actions ``[B, ...]`` for ``obs [B, ...]``."""
 
 
+class PolicyInitFn(Protocol):
+    def __call__(self, batch_size: int) -> Any:
+        """The initial carry (memory) of a stateful policy for ``batch_size`` envs."""
+
+
+class StatefulPolicyFn(Protocol):
+    def __call__(self, params: Params, obs: Array, carry: Any,
+                 new_episode: Array) -> tuple[Array, Any]:
+        """The noise-free policy of an agent with memory: ``(actions [B, ...], carry)``, the
+        carry reset before the step where ``new_episode [B]`` (the previous step ended an
+        episode) and advanced by it. Agents with ``Agent.policy_init`` have this policy."""
+
+
 class ParamsFn(Protocol):
     def __call__(self, state: Any) -> Params:
         """The part of the state that :class:`PolicyFn` needs."""
@@ -88,18 +101,59 @@ class Agent(NamedTuple):
         init: ``init(key) -> state``.
         act: ``act(state, obs, key, step, new_episode) -> (action, extras, state)``.
         update: ``update(state, batch, key) -> Update(state, metrics, td_error)``.
-        policy: ``policy(params, obs) -> action``, noise-free.
+        policy: ``policy(params, obs) -> action``, noise-free; for an agent with memory
+            (``policy_init`` set) ``policy(params, obs, carry, new_episode) -> (action,
+            carry)`` (:class:`StatefulPolicyFn`).
         params: ``params(state) -> params`` for ``policy``.
         td_error: optional ``td_error(state, transition) -> [N]`` giving new transitions
             their TD error as initial priority (None: the agent cannot).
+        policy_init: for agents with memory, ``policy_init(batch_size) -> carry``, the
+            initial carry of the stateful ``policy``; None: ``policy`` is stateless.
+
+    An agent with memory keeps the memory of its envs in its train state: ``act`` resets
+    it where ``new_episode`` and advances it, and returns what ``update`` needs to replay
+    the rollout's memory in ``extras`` (see :mod:`rljax.agents.recurrent`).
     """
 
     init: InitFn
     act: ActFn
     update: UpdateFn
-    policy: PolicyFn
+    policy: PolicyFn | StatefulPolicyFn
     params: ParamsFn
     td_error: TdErrorFn | None = None
+    policy_init: PolicyInitFn | None = None
+
+
+def stateful_policy(agent: Agent) -> tuple[PolicyInitFn, StatefulPolicyFn]:
+    """``(policy_init, policy)`` of any agent in the stateful form: an agent without memory
+    gets an empty carry and its policy ignores it."""
+    if agent.policy_init is not None:
+        return agent.policy_init, agent.policy
+
+    def policy(params, obs, carry, new_episode):
+        del new_episode
+        return agent.policy(params, obs), carry
+
+    return (lambda batch_size: ()), policy
+
+
+MEMORY_CORES = ("gru", "lstm")
+
+
+def check_memory_fields(config: Any) -> None:
+    """Validates an on-policy config's ``memory`` (None, "gru" or "lstm") and
+    ``memory_size`` fields; with memory, minibatches are whole env sequences, so
+    ``num_minibatches`` must divide ``num_envs``."""
+    if config.memory is not None and config.memory not in MEMORY_CORES:
+        raise ValueError(f"memory must be None or one of {', '.join(MEMORY_CORES)}, got "
+                         f"{config.memory!r}")
+    if (isinstance(config.memory_size, bool) or not isinstance(config.memory_size, int)
+            or config.memory_size < 1):
+        raise ValueError(f"memory_size must be an integer >= 1, got {config.memory_size!r}")
+    if config.memory is not None and config.num_envs % config.num_minibatches:
+        raise ValueError(f"with memory, minibatches hold whole env sequences: num_minibatches "
+                         f"must divide num_envs = {config.num_envs}, got "
+                         f"{config.num_minibatches!r}")
 
 
 def with_grad_transform(optimizer: optax.GradientTransformation,

@@ -43,7 +43,13 @@ import optax
 from flax import struct
 
 from rljax import losses, normalization, validate
-from rljax.agents.base import Agent, Update, annealed_learning_rate, with_grad_transform
+from rljax.agents.base import (
+    Agent,
+    Update,
+    annealed_learning_rate,
+    check_memory_fields,
+    with_grad_transform,
+)
 from rljax.envs.spec import EnvSpec
 from rljax.minibatches import minibatch_epochs
 from rljax.networks import core as nets
@@ -99,6 +105,15 @@ class PPOConfig:
         shared_torso: one torso with policy and value heads; False: separate networks.
         log_std_init: initial log standard deviation of the Gaussian policy (continuous
             actions).
+        memory: a recurrent core, "gru" or "lstm" (PPO-RNN, :mod:`rljax.agents.recurrent`);
+            None: feed-forward. With memory the actor and critic share the torso (the
+            first layer of ``hidden_sizes``) and the core, each head has the remaining
+            layers of ``hidden_sizes`` before its output layer, and ``shared_torso`` is
+            ignored; minibatches are whole env sequences (``num_minibatches`` must divide
+            ``num_envs``).
+        memory_size: units of the recurrent core.
+        memory_reset_every_step: reset the core's carry before every step (an ablation:
+            the network keeps its shape but remembers nothing).
     """
 
     num_envs: int = 32
@@ -123,6 +138,9 @@ class PPOConfig:
     activation: str = "tanh"
     shared_torso: bool = False
     log_std_init: float = 0.0
+    memory: str | None = None
+    memory_size: int = 128
+    memory_reset_every_step: bool = False
 
     def __post_init__(self):
         for name in ("num_envs", "rollout_len", "num_epochs", "num_minibatches"):
@@ -147,8 +165,9 @@ class PPOConfig:
         validate.sizes("hidden_sizes", self.hidden_sizes)
         validate.choice("activation", self.activation, tuple(nets.ACTIVATIONS))
         for name in ("anneal_lr", "normalize_advantages", "normalize_obs", "reward_scaling",
-                     "shared_torso"):
+                     "shared_torso", "memory_reset_every_step"):
             validate.boolean(name, getattr(self, name))
+        check_memory_fields(self)
 
     @property
     def steps_per_update(self) -> int:
@@ -474,6 +493,10 @@ def make_ppo(config: PPOConfig, spec: EnvSpec, *,
     if not spec.discrete and (len(spec.action_shape) != 1 or spec.action_low is None):
         raise ValueError(f"PPO needs discrete actions or a bounded action vector [A], but "
                          f"{spec.task_id} has actions of shape {spec.action_shape}")
+    if config.memory is not None:
+        from rljax.agents.recurrent import make_recurrent_ppo
+
+        return make_recurrent_ppo(config, spec, grad_transform=grad_transform, split=split)
     return Agent(
         init=functools.partial(init, config, spec, grad_transform=grad_transform),
         act=functools.partial(act, config, spec),

@@ -31,14 +31,20 @@ import optax
 from flax import struct
 
 from rljax import exploration, losses, validate
-from rljax.agents.base import Agent, Update, annealed_learning_rate, with_grad_transform
+from rljax.agents.base import (
+    Agent,
+    Update,
+    annealed_learning_rate,
+    check_memory_fields,
+    with_grad_transform,
+)
 from rljax.envs.spec import EnvSpec
 from rljax.minibatches import minibatch_epochs
 from rljax.networks.conv import METHODS as CONV_METHODS
 from rljax.networks.core import ACTIVATIONS, Network
 from rljax.networks.distributions import take_action
 from rljax.networks.layer_norm import make_layer_norm_q_network
-from rljax.types import Array, Metrics, Params, PRNGKey, Rollout, next_obs
+from rljax.types import WHOLE, Array, Metrics, Params, PRNGKey, Rollout, Split, next_obs
 from rljax.validate import Schedule
 
 OPTIMIZERS = ("radam", "adam")
@@ -83,6 +89,13 @@ class PQNConfig:
         activation: hidden activation name of the MLP.
         layer_norm: LayerNorm before every hidden nonlinearity (False for ablations).
         conv_method: the Nature CNN's convolutions (frames only), "matmul" or "xla".
+        memory: a recurrent core, "gru" or "lstm" (PQN-RNN, :mod:`rljax.agents.recurrent`);
+            None: feed-forward. With memory the LayerNorm torso (``hidden_sizes``) feeds
+            the core and a linear layer on the core gives the Q-values; minibatches are
+            whole env sequences (``num_minibatches`` must divide ``num_envs``).
+        memory_size: units of the recurrent core.
+        memory_reset_every_step: reset the core's carry before every step (an ablation:
+            the network keeps its shape but remembers nothing).
     """
 
     num_envs: int = 32
@@ -103,6 +116,9 @@ class PQNConfig:
     activation: str = "relu"
     layer_norm: bool = True
     conv_method: str = "matmul"
+    memory: str | None = None
+    memory_size: int = 128
+    memory_reset_every_step: bool = False
 
     def __post_init__(self):
         for name in ("num_envs", "rollout_len", "num_epochs", "num_minibatches"):
@@ -124,8 +140,9 @@ class PQNConfig:
         validate.choice("activation", self.activation, tuple(ACTIVATIONS))
         validate.choice("optimizer", self.optimizer, OPTIMIZERS)
         validate.choice("conv_method", self.conv_method, CONV_METHODS)
-        for name in ("anneal_lr", "layer_norm"):
+        for name in ("anneal_lr", "layer_norm", "memory_reset_every_step"):
             validate.boolean(name, getattr(self, name))
+        check_memory_fields(self)
         validate.schedule("epsilon", self.epsilon, low=0.0, high=1.0)
 
     @property
@@ -251,7 +268,8 @@ def update(config: PQNConfig, spec: EnvSpec, state: PQNState, batch: Rollout,
 
 
 def make_pqn(config: PQNConfig, spec: EnvSpec, *,
-             grad_transform: optax.GradientTransformation | None = None) -> Agent:
+             grad_transform: optax.GradientTransformation | None = None,
+             split: Split = WHOLE) -> Agent:
     """Builds the PQN agent for a discrete-action environment.
 
     Args:
@@ -259,6 +277,9 @@ def make_pqn(config: PQNConfig, spec: EnvSpec, *,
         spec: the environment's spec.
         grad_transform: applied to the gradients before the optimizer (the parallel
             layer passes one that averages them over devices); None: nothing.
+        split: on one shard of a data-parallel run, how to see every shard's envs (the
+            parallel layer passes it); only an agent with memory needs it (its carry is
+            every env's). Default: one device.
 
     Raises:
         ValueError: if the environment's actions are continuous.
@@ -270,6 +291,10 @@ def make_pqn(config: PQNConfig, spec: EnvSpec, *,
         raise ValueError(
             f"PQN needs a discrete action space, but {spec.task_id} has continuous actions "
             f"of shape {spec.action_shape}; use a continuous-control agent (PPO, DDPG)")
+    if config.memory is not None:
+        from rljax.agents.recurrent import make_recurrent_pqn
+
+        return make_recurrent_pqn(config, spec, grad_transform=grad_transform, split=split)
     return Agent(
         init=functools.partial(init, config, spec, grad_transform=grad_transform),
         act=functools.partial(act, config, spec),

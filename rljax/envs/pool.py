@@ -142,7 +142,10 @@ def make(task_id: str, num_envs: int = 8, seed: int = 0, *, num_seeds: int = 1,
             device.
         **options: envpool options (``max_episode_steps``, ``episodic_life``,
             ``reward_clip``, ``num_threads``, ...). For Atari rljax defaults to
-            ``episodic_life=True, reward_clip=True``.
+            ``episodic_life=True, reward_clip=True``. And rljax's own ``obs_indices``:
+            keep only these entries of flat observations
+            (:func:`rljax.envs.wrappers.select_obs`; e.g. ``(0, 2)`` hides CartPole's
+            velocities).
 
     Returns:
         An :class:`Env`.
@@ -246,8 +249,13 @@ def make(task_id: str, num_envs: int = 8, seed: int = 0, *, num_seeds: int = 1,
                 np.asarray(reward, np.float32), np.asarray(terminated, bool),
                 np.asarray(truncated, bool), info)
 
-    return Env(spec=spec, pool=pool, reset=reset, step=step, host_step=host_step,
-               state_shapes=state_shapes)
+    env = Env(spec=spec, pool=pool, reset=reset, step=step, host_step=host_step,
+              state_shapes=state_shapes)
+    if options.get("obs_indices") is not None:
+        from rljax.envs.wrappers import select_obs
+
+        env = select_obs(env, options["obs_indices"])
+    return env
 
 
 def _check_pool_memory(task_id: str, num_envs: int, num_seeds: int) -> None:

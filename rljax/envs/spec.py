@@ -19,6 +19,10 @@ import numpy as np
 _MANAGED_OPTIONS = ("num_envs", "batch_size", "seed", "env_seed", "gym_reset_return_info",
                     "max_num_players", "base_path")
 
+# Options rljax applies itself, over whichever backend built the env
+# (rljax.envs.wrappers): never passed to envpool.
+WRAPPER_OPTIONS = ("obs_indices",)
+
 # Atari defaults follow the standard DQN preprocessing (Mnih et al. 2015): a life
 # loss ends a training episode, rewards are clipped to their sign. Scores reported
 # by rljax are always whole-game raw scores (see stats.py).
@@ -205,7 +209,9 @@ def check_task(task_id: str) -> None:
 
 
 def check_options(task_id: str, num_envs: Any, seed: Any, options: dict[str, Any]) -> dict:
-    """Validates make() arguments and returns the full envpool option dict.
+    """Validates make() arguments and returns the full envpool option dict (without the
+    options of :data:`WRAPPER_OPTIONS`, which are validated here and applied by
+    :func:`rljax.envs.pool.make`: ``obs_indices``, a tuple of observation entries to keep).
 
     Raises:
         ValueError: naming the bad argument, its value and what is allowed.
@@ -220,6 +226,8 @@ def check_options(task_id: str, num_envs: Any, seed: Any, options: dict[str, Any
     fields = spec.config._fields
     allowed = sorted(f for f in fields if f not in _MANAGED_OPTIONS)
     for name in options:
+        if name in WRAPPER_OPTIONS:
+            continue
         if name in _MANAGED_OPTIONS:
             raise ValueError(f"option {name!r} is set by rljax.envs.make itself; "
                              f"allowed options for {task_id}: {', '.join(allowed)}")
@@ -227,9 +235,13 @@ def check_options(task_id: str, num_envs: Any, seed: Any, options: dict[str, Any
             close = difflib.get_close_matches(name, allowed, n=3)
             hint = f" (did you mean {', '.join(map(repr, close))}?)" if close else ""
             raise ValueError(f"unknown option {name!r} for {task_id}{hint}; "
-                             f"allowed: {', '.join(allowed)}")
+                             f"allowed: {', '.join(allowed + list(WRAPPER_OPTIONS))}")
+    if options.get("obs_indices") is not None:
+        from rljax.envs.wrappers import check_obs_indices
+
+        check_obs_indices(options["obs_indices"], task_spaces(spec)[0].shape)
     merged = dict(ATARI_DEFAULTS) if is_atari_config(fields) else {}
-    merged.update(options)
+    merged.update({k: v for k, v in options.items() if k not in WRAPPER_OPTIONS})
     for name in ("max_episode_steps", "num_threads", "frame_skip", "stack_num", "noop_max"):
         if name in merged and (not isinstance(merged[name], int | np.integer) or merged[name] < (
                 0 if name in ("num_threads", "noop_max") else 1)):

@@ -19,11 +19,17 @@ from rljax import envs
 
 
 def make_evaluator(policy: Callable, task_id: str, episodes: int, seed: int,
-                   env_options: dict[str, Any] | None = None) -> Callable[[Any], dict]:
+                   env_options: dict[str, Any] | None = None, *,
+                   policy_init: Callable[[int], Any] | None = None) -> Callable[[Any], dict]:
     """Builds ``evaluate(params) -> {"returns", "lengths", "return_mean", ...}``.
 
     Args:
-        policy: ``policy(params, obs [B, ...]) -> action [B, ...]``.
+        policy: ``policy(params, obs [B, ...]) -> action [B, ...]``; with ``policy_init``,
+            an agent's stateful policy ``policy(params, obs, carry, new_episode) ->
+            (action, carry)``, its carry (memory) reset where an env's previous step ended
+            an episode.
+        policy_init: ``policy_init(batch_size) -> carry`` of a stateful policy
+            (``Agent.policy_init``); None: ``policy`` is stateless.
         task_id: envpool task id.
         episodes: number of evaluation episodes (one env each), >= 1.
         seed: seed of the evaluation envs (keep it apart from training's).
@@ -35,25 +41,33 @@ def make_evaluator(policy: Callable, task_id: str, episodes: int, seed: int,
     # Generous bound: an episode lasts at most max_episode_steps steps; Atari games
     # with episodic_life add one reset step per lost life.
     max_steps = env.spec.max_episode_steps + 16
+    if policy_init is None:
+        def init_carry(n):
+            return ()
+
+        def step_policy(params, obs, carry, new_episode):
+            return policy(params, obs), carry
+    else:
+        init_carry, step_policy = policy_init, policy
 
     def run(params, env_state):
         def cond(carry):
-            _, finished, _, _, t = carry
+            _, _, finished, _, _, t = carry
             return (~jnp.all(finished)) & (t < max_steps)
 
         def body(carry):
-            env_state, finished, returns, lengths, t = carry
-            action = policy(params, env_state.obs)
+            env_state, memory, finished, returns, lengths, t = carry
+            action, memory = step_policy(params, env_state.obs, memory, env_state.done)
             env_state, out = env.step(env_state, action)
             first = out.episode_end & ~finished
             returns = jnp.where(first, out.episode_return, returns)
             lengths = jnp.where(first, out.episode_length, lengths)
-            return env_state, finished | out.episode_end, returns, lengths, t + 1
+            return env_state, memory, finished | out.episode_end, returns, lengths, t + 1
 
         n = env.spec.num_envs
-        init = (env_state, jnp.zeros(n, bool), jnp.zeros(n, jnp.float32),
+        init = (env_state, init_carry(n), jnp.zeros(n, bool), jnp.zeros(n, jnp.float32),
                 jnp.zeros(n, jnp.int32), jnp.zeros((), jnp.int32))
-        _, finished, returns, lengths, _ = jax.lax.while_loop(cond, body, init)
+        _, _, finished, returns, lengths, _ = jax.lax.while_loop(cond, body, init)
         return finished, returns, lengths
 
     compiled = jax.jit(run)

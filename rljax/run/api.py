@@ -49,6 +49,7 @@ class Run:
     summary: dict
     agent: Any = dataclasses.field(repr=False)
     spec: Any = dataclasses.field(repr=False)
+    _memory: Any = dataclasses.field(default=None, init=False, repr=False)
 
     @functools.cached_property
     def _greedy(self):
@@ -59,12 +60,19 @@ class Run:
         """Parameters of the evaluation policy."""
         return self.agent.params(self.state.agent)
 
-    def policy(self, obs: Any) -> np.ndarray:
+    def policy(self, obs: Any, new_episode: Any = False) -> np.ndarray:
         """Greedy (noise-free) actions.
 
         Works on one observation (``obs_shape``, e.g. straight from a gymnasium env
         with the same spaces, returning one action) or a batch ``[N, *obs_shape]``.
         Observations are cast to the dtype the agent was trained on.
+
+        An agent with memory (``agent.policy_init`` set, e.g. PPO or PQN with ``memory``)
+        keeps the memory of the env(s) it is called for between calls: pass
+        ``new_episode=True`` (or ``[N]`` flags) with the first observation of an episode,
+        or call :meth:`reset_memory` after resetting the env(s). Calling it for another
+        number of envs starts from a fresh memory. Stateless agents ignore
+        ``new_episode``.
         """
         if self.config.num_members > 1:
             raise ValueError(f"policy serves one agent, but this run holds "
@@ -76,8 +84,22 @@ class Run:
             raise ValueError(f"observation shape {obs.shape} does not match the run's "
                              f"{self.spec.obs_shape} (or a batch of them)")
         batch = (obs[None] if single else obs).astype(self.spec.obs_dtype)
-        action = np.asarray(self._greedy(self.params, batch))
+        if self.agent.policy_init is None:
+            action = np.asarray(self._greedy(self.params, batch))
+        else:
+            n = batch.shape[0]
+            if self._memory is None or self._memory[0] != n:
+                self._memory = (n, self.agent.policy_init(n))
+            flags = np.broadcast_to(np.asarray(new_episode, bool), (n,))
+            action, carry = self._greedy(self.params, batch, self._memory[1], flags)
+            self._memory = (n, carry)
+            action = np.asarray(action)
         return action[0] if single else action
+
+    def reset_memory(self) -> None:
+        """Forgets the memory :meth:`policy` keeps (agents with memory; a no-op
+        otherwise): the next call starts from the initial carry."""
+        self._memory = None
 
     def __call__(self, obs: Any) -> np.ndarray:
         return self.policy(obs)
@@ -166,7 +188,8 @@ def evaluate(run: Run | str, episodes: int = 10, seed: int | None = None) -> dic
         run = load(run)
     seed = run.config.seed + 10_000 if seed is None else seed
     evaluate_fn = make_evaluator(run.agent.policy, run.config.env_id, episodes, seed,
-                                 dict(run.config.env_options))
+                                 dict(run.config.env_options),
+                                 policy_init=run.agent.policy_init)
     n = run.config.num_members
     if n == 1:
         return evaluate_fn(run.params)

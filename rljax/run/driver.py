@@ -153,7 +153,8 @@ class _Host:
             from rljax.loops.evaluation import make_evaluator
 
             self.evaluate = make_evaluator(agent.policy, run.env_id, run.eval_episodes,
-                                           run.seed + 10_000, dict(run.env_options))
+                                           run.seed + 10_000, dict(run.env_options),
+                                           policy_init=agent.policy_init)
         self.num_seeds = trainer.num_seeds
         self.steps_per_chunk = trainer.steps_per_chunk
         self.first_steps = int(np.ravel(multihost.fetch(state.env_steps))[0])

@@ -19,6 +19,8 @@ _INDEX: dict[str, tuple[str, ...]] = {
     "dqn": ("cartpole-dqn", "breakout-dqn", "breakout-dqn-500k", "cartpole-rainbow",
             "breakout-rainbow", "breakout-rainbow-500k"),
     "ddpg": ("reacher-ddpg", "reacher-ddpg-reference"),
+    "memory": ("cartpole-novel-ppo-rnn", "cartpole-novel-pqn-rnn", "cartpole-novel-ppo",
+               "cartpole-novel-pqn"),
     "ppo": ("cartpole-ppo", "breakout-ppo", "reacher-ppo", "halfcheetah-ppo",
             "breakout-ppo-1m"),
     "pqn": ("cartpole-pqn", "breakout-pqn", "breakout-pqn-1m"),

@@ -1,0 +1,210 @@
+"""Recurrent networks: torso -> memory core (GRU or LSTM) -> heads.
+
+A :class:`RecurrentNetwork` is a :class:`Network` whose ``apply`` takes and returns the
+core's carry (its memory):
+
+    apply(params, carry, obs [B, ...], reset [B]) -> (carry, outputs)
+
+one step for a batch of envs, the carry reset to its initial value (zeros) where ``reset``
+is True before the step, and
+
+    unroll(params, carry, obs [T, B, ...], reset [T, B]) -> (carries, outputs)
+
+the same steps over a sequence inside one ``lax.scan``: ``carries`` holds, for every step,
+the carry the step started from (before the reset) and ``carry_after`` the one it ended
+with; the torso and heads run on all ``T * B`` inputs at once outside the scan, the core
+alone steps in it. Both compute the same numbers: one step of ``apply`` on ``carries[t]``
+gives ``outputs[t]``.
+
+The torso is an MLP for flat observations (with LayerNorm before each nonlinearity for
+PQN) or the Nature CNN for frames; ``outputs`` is a tuple, one entry per head, each head an
+MLP ending in a linear layer (a value head's single unit is squeezed away).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from rljax.networks.core import MLP, NatureCNN
+from rljax.networks.layer_norm import LayerNormMLP, LayerNormNatureCNN
+from rljax.types import Array, PRNGKey
+
+CORES = ("gru", "lstm")
+
+Carry = Any  # [B, H] for a GRU, (c [B, H], h [B, H]) for an LSTM
+
+
+def initial_carry(kind: str, batch_shape: Sequence[int], size: int) -> Carry:
+    """The core's initial carry (zeros) for a batch of ``batch_shape`` envs."""
+    shape = tuple(batch_shape) + (size,)
+    if kind == "gru":
+        return jnp.zeros(shape, jnp.float32)
+    if kind == "lstm":  # two buffers: a donated state may not hold one twice
+        return (jnp.zeros(shape, jnp.float32), jnp.zeros(shape, jnp.float32))
+    raise ValueError(f"unknown memory core {kind!r}; allowed: {', '.join(CORES)}")
+
+
+def reset_carry(carry: Carry, reset: Array) -> Carry:
+    """``carry`` with the rows where ``reset [B]`` is True set to the initial value
+    (zeros)."""
+    return jax.tree.map(lambda c: jnp.where(reset[..., None], jnp.zeros_like(c), c), carry)
+
+
+class HeadSpec(NamedTuple):
+    """One output head: ``hidden_sizes`` then a linear layer of ``size`` units initialized
+    orthogonally with gain ``scale``; ``squeeze``: drop the last axis (``size`` 1)."""
+
+    size: int
+    scale: float = 1.0
+    squeeze: bool = False
+
+
+class RecurrentModule(nn.Module):
+    """Torso, memory core and heads (see the module docstring)."""
+
+    kind: str
+    memory_size: int
+    torso_sizes: Sequence[int]
+    heads: Sequence[HeadSpec]
+    head_sizes: Sequence[int] = ()
+    activation: str = "relu"
+    layer_norm: bool = False
+    image: bool = False
+    conv_method: str = "matmul"
+
+    def setup(self):
+        if self.image:
+            self.torso = (LayerNormNatureCNN(conv_method=self.conv_method) if self.layer_norm
+                          else NatureCNN(conv_method=self.conv_method))
+        elif self.layer_norm:
+            self.torso = LayerNormMLP(tuple(self.torso_sizes), self.activation)
+        else:
+            self.torso = MLP(tuple(self.torso_sizes), activation=self.activation)
+        if self.kind == "gru":
+            self.cell = nn.GRUCell(features=self.memory_size)
+        else:
+            self.cell = nn.OptimizedLSTMCell(features=self.memory_size)
+        self.out = [MLP(tuple(self.head_sizes), output_size=h.size, activation=self.activation,
+                        output_scale=h.scale) for h in self.heads]
+
+    def embed(self, obs: Array) -> Array:
+        """Torso features ``[..., F]`` of observations ``[..., *obs_shape]``."""
+        return self.torso(obs if self.image else obs.astype(jnp.float32))
+
+    def core(self, carry: Carry, x: Array, reset: Array) -> tuple[Carry, Array]:
+        """One core step on features ``[B, F]``, the carry reset first where ``reset``."""
+        return self.cell(reset_carry(carry, reset), x)
+
+    def outputs(self, y: Array) -> tuple[Array, ...]:
+        """The heads on core outputs ``[..., H]``."""
+        return tuple(head(y)[..., 0] if spec.squeeze else head(y)
+                     for head, spec in zip(self.out, self.heads, strict=True))
+
+    def __call__(self, carry: Carry, obs: Array, reset: Array) -> tuple[Carry, tuple]:
+        carry, y = self.core(carry, self.embed(obs), reset)
+        return carry, self.outputs(y)
+
+
+class Unrolled(NamedTuple):
+    """What :meth:`RecurrentNetwork.unroll` returns.
+
+    Attributes:
+        carries: the carry each step started from (before its reset), every leaf
+            ``[T, B, H]``.
+        carry_after: the carry each step ended with, every leaf ``[T, B, H]``.
+        outputs: the heads' outputs, every one ``[T, B, ...]``.
+    """
+
+    carries: Carry
+    carry_after: Carry
+    outputs: tuple
+
+
+class RecurrentNetwork(NamedTuple):
+    """A recurrent network as pure functions (see the module docstring).
+
+    Attributes:
+        init: ``init(key, obs [B, *obs_shape]) -> params``.
+        apply: ``apply(params, carry, obs [B, ...], reset [B]) -> (carry, outputs)``.
+        unroll: ``unroll(params, carry, obs [T, B, ...], reset [T, B]) -> Unrolled``.
+        step_from: ``step_from(params, carry_after [..., H], obs [..., *obs_shape]) ->
+            outputs``: the heads after one more step from each given carry, without any
+            reset (bootstrapping from the observation an episode ended in).
+        initial_carry: ``initial_carry(batch_shape) -> carry`` (zeros).
+        kind: "gru" or "lstm".
+        memory_size: the carry's width ``H``.
+    """
+
+    init: Callable[..., Any]
+    apply: Callable[..., Any]
+    unroll: Callable[..., Unrolled]
+    step_from: Callable[..., tuple]
+    initial_carry: Callable[[Sequence[int]], Carry]
+    kind: str
+    memory_size: int
+
+
+def make_recurrent_network(obs_shape: Sequence[int], kind: str, memory_size: int,
+                           torso_sizes: Sequence[int], heads: Sequence[HeadSpec], *,
+                           head_sizes: Sequence[int] = (), activation: str = "relu",
+                           layer_norm: bool = False,
+                           conv_method: str = "matmul") -> RecurrentNetwork:
+    """Builds torso -> ``kind`` core of ``memory_size`` units -> ``heads``.
+
+    Args:
+        obs_shape: one observation's shape; 3 axes: frames (Nature CNN torso).
+        kind: "gru" (``flax.linen.GRUCell``) or "lstm" (``flax.linen.OptimizedLSTMCell``).
+        memory_size: units of the core.
+        torso_sizes: MLP layers before the core (flat observations).
+        heads: the output heads.
+        head_sizes: hidden MLP layers of every head, after the core.
+        activation: hidden activation name.
+        layer_norm: LayerNorm before every torso nonlinearity (PQN).
+        conv_method: the Nature CNN's convolutions (frames).
+    """
+    if kind not in CORES:
+        raise ValueError(f"unknown memory core {kind!r}; allowed: {', '.join(CORES)}")
+    module = RecurrentModule(kind=kind, memory_size=int(memory_size),
+                             torso_sizes=tuple(torso_sizes), heads=tuple(heads),
+                             head_sizes=tuple(head_sizes), activation=activation,
+                             layer_norm=layer_norm, image=len(obs_shape) == 3,
+                             conv_method=conv_method)
+
+    def make_carry(batch_shape: Sequence[int]) -> Carry:
+        return initial_carry(kind, batch_shape, memory_size)
+
+    def init(key: PRNGKey, obs: Array) -> Any:
+        batch = obs.shape[:1]
+        return module.init(key, make_carry(batch), obs, jnp.zeros(batch, bool))
+
+    def unroll(params: Any, carry: Carry, obs: Array, reset: Array) -> Unrolled:
+        t, b = reset.shape
+        x = module.apply(params, obs.reshape((t * b,) + obs.shape[2:]), method="embed")
+        x = x.reshape((t, b) + x.shape[1:])
+
+        def step(carry, inputs):
+            x_t, reset_t = inputs
+            new, y = module.apply(params, carry, x_t, reset_t, method="core")
+            return new, (carry, new, y)
+
+        _, (carries, after, y) = jax.lax.scan(step, carry, (x, reset))
+        outs = module.apply(params, y.reshape((t * b,) + y.shape[2:]), method="outputs")
+        outs = tuple(o.reshape((t, b) + o.shape[1:]) for o in outs)
+        return Unrolled(carries, after, outs)
+
+    def step_from(params: Any, carry: Carry, obs: Array) -> tuple:
+        lead = obs.shape[:obs.ndim - len(obs_shape)]
+        n = int(np.prod(lead))
+        flat = jax.tree.map(lambda c: c.reshape((n,) + c.shape[len(lead):]), carry)
+        _, outs = module.apply(params, flat, obs.reshape((n,) + tuple(obs_shape)),
+                               jnp.zeros((n,), bool))
+        return tuple(o.reshape(lead + o.shape[1:]) for o in outs)
+
+    return RecurrentNetwork(init=init, apply=module.apply, unroll=unroll, step_from=step_from,
+                            initial_carry=make_carry, kind=kind, memory_size=int(memory_size))
