@@ -35,7 +35,15 @@ def make(task_id: str, num_envs: int = 8, seed: int = 0, **kwargs: Any) -> Env:
     if is_native(task_id):
         from rljax.envs import native
 
-        return native.make(task_id, num_envs, seed, **kwargs)
+        # rljax's own wrapper options apply over any backend (envpool's make takes them
+        # itself, checking them with its options).
+        indices = kwargs.pop("obs_indices", None)
+        env = native.make(task_id, num_envs, seed, **kwargs)
+        if indices is not None:
+            from rljax.envs.wrappers import select_obs
+
+            env = select_obs(env, indices)
+        return env
     from rljax.envs import pool
 
     return pool.make(task_id, num_envs, seed, **kwargs)

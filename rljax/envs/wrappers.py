@@ -1,4 +1,4 @@
-"""Wrappers over a batched :class:`~rljax.envs.pool.Env`, generic in the backend.
+"""Wrappers over a batched :class:`~rljax.envs.base.Env`, generic in the backend.
 
 A wrapper maps the fields of the ``Env`` record it is given; it relies only on backends
 never reading ``state.obs`` inside ``step`` (they keep their own observation, and
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import jax
 import numpy as np
 
-from rljax.envs.pool import Env, EnvState, StepResult
+from rljax.envs.base import Env, EnvState, StepResult
 
 
 def check_obs_indices(indices: Sequence[int], obs_shape: Sequence[int]) -> tuple[int, ...]:

@@ -139,8 +139,10 @@ class RunConfig:
         algo = get_algorithm(data["algo"])
         values["config"] = build_config(algo.config_cls,
                                         upgrade_fields(data["algo"], data["config"]))
-        if "env_options" in values:
-            values["env_options"] = tuple(sorted(values["env_options"].items()))
+        if "env_options" in values:  # JSON wrote tuple values (obs_indices) as lists
+            values["env_options"] = tuple(sorted(
+                (k, tuple(v) if isinstance(v, list) else v)
+                for k, v in values["env_options"].items()))
         if "sweep" in values:
             values["sweep"] = _sweep_from_dict(values["sweep"], data["algo"])
         return cls(**values)

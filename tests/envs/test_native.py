@@ -218,3 +218,16 @@ def test_suite_registry_lists_every_offered_task():
     assert "craftax:Craftax-Classic-Symbolic-v1" in ids["craftax"]
     assert "CartPole-v1" in ids["envpool"]
     assert functools.reduce(lambda a, b: a and b, [envs.is_native(t) for t in native.task_ids()])
+
+
+def test_hidden_velocities_wrap_a_jax_native_env_as_they_wrap_envpool():
+    """``obs_indices`` keeps the same entries of gymnax's CartPole as of envpool's."""
+    env = envs.make(CARTPOLE, 3, 2, obs_indices=(0, 2))
+    full = envs.make(CARTPOLE, 3, 2)
+    state, whole = env.reset(), full.reset()
+    action = jnp.ones(3, jnp.int32)
+    state, out = env.step(state, action)
+    whole, whole_out = full.step(whole, action)
+    assert env.spec.obs_shape == (2,) and dict(env.spec.options)["obs_indices"] == (0, 2)
+    np.testing.assert_array_equal(state.obs, np.asarray(whole.obs)[:, [0, 2]])
+    np.testing.assert_array_equal(out.obs, np.asarray(whole_out.obs)[:, [0, 2]])

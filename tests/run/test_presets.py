@@ -6,11 +6,10 @@ from __future__ import annotations
 import dataclasses
 import math
 
-import envpool
 import pytest
 
 import rljax
-from rljax.envs.spec import check_task_id
+from rljax import envs
 from rljax.run import cli, presets
 from rljax.run.config import RunConfig
 from rljax.run.presets import PRESETS, Preset, get_preset
@@ -18,7 +17,7 @@ from rljax.run.registry import get_algorithm
 
 
 def test_names_are_unique_and_index_the_presets():
-    names = [p.name for p in presets._PRESETS]
+    names = [name for module in presets._INDEX for name in presets.family(module)]
     assert len(names) == len(set(names)) >= 6
     assert list(PRESETS) == names
     assert all(PRESETS[name].name == name for name in PRESETS)
@@ -31,7 +30,7 @@ def test_every_preset_holds_a_valid_run_config(name):
     run = p.run
     assert isinstance(run, RunConfig) and run.preset == name
     assert isinstance(run.config, get_algorithm(run.algo).config_cls)
-    check_task_id(run.env_id)
+    envs.check_task(run.env_id)
     # Built again field by field, the run passes RunConfig's validation unchanged.
     fields = {f.name: getattr(run, f.name) for f in dataclasses.fields(RunConfig)}
     assert RunConfig(**fields) == run
@@ -52,7 +51,7 @@ def test_key_params_are_config_fields_and_notes_are_given(name):
 @pytest.mark.parametrize("name", list(PRESETS))
 def test_threshold_set_where_the_task_has_one(name):
     run = PRESETS[name].run
-    task = getattr(envpool.make_spec(run.env_id).config, "reward_threshold", None)
+    task = envs.reward_threshold(run.env_id)
     if task is not None:
         assert run.threshold is not None
     if run.threshold is not None:
