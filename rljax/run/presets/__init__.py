@@ -30,7 +30,9 @@ _INDEX: dict[str, tuple[str, ...]] = {
                "minatar-breakout-ppo", "minatar-breakout-pqn", "minatar-space-invaders-ppo",
                "minatar-space-invaders-pqn", "minatar-asterix-ppo", "minatar-asterix-pqn",
                "minatar-freeway-ppo", "minatar-freeway-pqn", "gymnax-pendulum-sac",
-               "gymnax-pendulum-td3", "craftax-classic-ppo", "craftax-classic-ppo-cpu"),
+               "gymnax-pendulum-td3", "craftax-classic-ppo", "craftax-classic-ppo-rnn",
+               "craftax-classic-pqn-rnn", "craftax-classic-ppo-rnn-cpu",
+               "craftax-classic-ppo-cpu"),
 }
 _MODULE_OF = {name: module for module, names in _INDEX.items() for name in names}
 

@@ -6,6 +6,8 @@ MinAtar agents take them, so the MLP networks apply.
 
 from __future__ import annotations
 
+import dataclasses
+
 from rljax.agents.ppo import PPOConfig
 from rljax.agents.pqn import PQNConfig
 from rljax.agents.sac import SACConfig
@@ -28,6 +30,10 @@ _MINATAR_PPO = PPOConfig(num_envs=64, rollout_len=128, num_epochs=4, num_minibat
 _MINATAR_PQN = PQNConfig(num_envs=128, rollout_len=32, num_epochs=2, num_minibatches=32,
                          lr=5e-4, anneal_lr=True, q_lambda=0.65, reward_scale=1.0,
                          epsilon=((0, 1.0), (244, 0.05)), max_grad_norm=10.0)
+_CRAFTAX_PPO_RNN = PPOConfig(num_envs=1024, rollout_len=64, num_epochs=4, num_minibatches=8,
+                             lr=2e-4, anneal_lr=True, gae_lambda=0.8, entropy_coef=0.01,
+                             max_grad_norm=1.0, hidden_sizes=(512,), memory="gru",
+                             memory_size=512)
 _MINATAR = {"breakout": "Breakout", "space-invaders": "SpaceInvaders", "asterix": "Asterix",
             "freeway": "Freeway"}
 
@@ -91,6 +97,34 @@ PRESETS: list[Preset] = [
             notes="Craftax's published PPO settings (1,024 envs x 64 steps, 4 x 8 "
                   "minibatches, Adam 2e-4 annealed, GAE(0.8), entropy 0.01, grad norm 1, "
                   "tanh 512-512-512), 1B env steps: a GPU run"),
+    _preset(name="craftax-classic-ppo-rnn", algo="ppo",
+            env_id="craftax:Craftax-Classic-Symbolic-v1", config=_CRAFTAX_PPO_RNN,
+            total_steps=1_000_000_000, chunk_steps=1_048_576,
+            key_params=_PPO_KEYS + ("memory", "memory_size"),
+            notes="Craftax's published PPO-RNN settings (1,024 envs x 64 steps, 4 x 8 "
+                  "minibatches of whole env sequences, Adam 2e-4 annealed, GAE(0.8), "
+                  "entropy 0.01, grad norm 1, 512 units, GRU 512), 1B env steps: a GPU run"),
+    _preset(name="craftax-classic-pqn-rnn", algo="pqn",
+            env_id="craftax:Craftax-Classic-Symbolic-v1",
+            config=PQNConfig(num_envs=1024, rollout_len=128, num_epochs=4, num_minibatches=4,
+                             lr=3e-4, anneal_lr=True, q_lambda=0.5, reward_scale=1.0,
+                             max_grad_norm=0.5, hidden_sizes=(512,),
+                             epsilon=((0, 1.0), (763, 0.005)), memory="gru",
+                             memory_size=512),
+            total_steps=1_000_000_000, chunk_steps=1_048_576,
+            key_params=_PQN_KEYS + ("memory", "memory_size"),
+            notes="purejaxql's pqn_rnn_craftax settings (1,024 envs x 128 steps, 4 x 4 "
+                  "minibatches, RAdam 3e-4 annealed, Q(0.5), grad norm 0.5, epsilon 1 -> "
+                  "0.005 over the first 10% of updates, 512 units, GRU 512) with LayerNorm "
+                  "in place of its input batch norm and without its last-action input; "
+                  "1B env steps: a GPU run"),
+    _preset(name="craftax-classic-ppo-rnn-cpu", algo="ppo",
+            env_id="craftax:Craftax-Classic-Symbolic-v1",
+            config=dataclasses.replace(_CRAFTAX_PPO_RNN, num_envs=64),
+            total_steps=2_000_000, chunk_steps=65_536,
+            key_params=_PPO_KEYS + ("memory", "memory_size"),
+            notes="craftax-classic-ppo-rnn with 64 envs and a 2M-step budget, for CPUs, "
+                  "beside craftax-classic-ppo-cpu"),
     _preset(name="craftax-classic-ppo-cpu", algo="ppo",
             env_id="craftax:Craftax-Classic-Symbolic-v1",
             config=PPOConfig(num_envs=64, rollout_len=64, num_epochs=4, num_minibatches=8,
