@@ -13,13 +13,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import time
 from typing import Any
 
 import jax
 import numpy as np
 
 from rljax import validate
-from rljax.run import checkpoint, preflight
+from rljax.run import checkpoint, preflight, startup
 from rljax.run.build import build
 from rljax.run.config import RunConfig, from_preset, override
 from rljax.run.driver import train_run
@@ -107,6 +108,7 @@ def train(preset_or_config: str | Preset | RunConfig | None = None, *, progress:
             ``tensorboard``, ``wandb_project`` and any field of the agent's config (not
             with a RunConfig).
     """
+    started = time.perf_counter()
     preflight.check_api_call(preset_or_config, overrides, progress)
     if preset_or_config is None:
         if resume is None:
@@ -119,7 +121,9 @@ def train(preset_or_config: str | Preset | RunConfig | None = None, *, progress:
         run = preset_or_config
     else:
         run = from_preset(preset_or_config, **overrides)
-    result = train_run(run, run_dir=run_dir, progress=progress, resume=resume)
+    startup.enable_compile_cache()
+    result = train_run(run, run_dir=run_dir, progress=progress, resume=resume,
+                       started=started)
     return Run(result.run_dir, run, result.state, result.metrics, result.summary,
                result.agent, result.spec)
 
@@ -140,6 +144,7 @@ def load(run_dir: str) -> Run:
         raise ValueError(f"{path} is not an rljax run config ({type(e).__name__}: "
                          f"{e})") from None
     checkpoint.check_compatible(checkpoint.read_manifest(run_dir), run.to_dict())
+    startup.enable_compile_cache()
     env, agent, trainer, _ = build(run)
     state = checkpoint.restore(run_dir, trainer.init(jax.random.key(run.seed)))
     metrics_path = os.path.join(run_dir, "metrics.jsonl")

@@ -11,8 +11,10 @@ import dataclasses
 import json
 import shlex
 import sys
+import time
 
 EXIT_USAGE = 2
+_STARTED = time.perf_counter()  # the command's start, for the summary's startup_s
 
 
 class _Parser(argparse.ArgumentParser):
@@ -74,6 +76,9 @@ def _build_parser() -> argparse.ArgumentParser:
                        help="do not write TensorBoard event files")
     train.add_argument("--wandb", metavar="PROJECT",
                        help="also log to this Weights & Biases project (needs wandb)")
+    train.add_argument("--no-compile-cache", action="store_true",
+                       help="do not use JAX's persistent compilation cache (default: on, in "
+                            "~/.cache/rljax/jax; also RLJAX_COMPILE_CACHE=0)")
 
     sub.add_parser("bench", help="benchmark suite (rljax bench --help for its options)",
                    add_help=False)
@@ -180,6 +185,16 @@ def _run_config(args: argparse.Namespace):
                     tensorboard=False if args.no_tensorboard else None, **changes)
 
 
+def _compile_cache(args: argparse.Namespace) -> None:
+    import os
+
+    from rljax.run import startup
+
+    if getattr(args, "no_compile_cache", False):
+        os.environ[startup.ENV_FLAG] = "0"
+    startup.enable_compile_cache()
+
+
 def _cmd_train(args: argparse.Namespace) -> int:
     from rljax.parallel import multihost
     from rljax.run.checkpoint import SaveError
@@ -191,8 +206,10 @@ def _cmd_train(args: argparse.Namespace) -> int:
     if args.distributed:
         multihost.initialize(*cluster)
     run = _run_config(args)
+    _compile_cache(args)
     try:
-        result = train_run(run, progress=not args.quiet, resume=args.resume)
+        result = train_run(run, progress=not args.quiet, resume=args.resume,
+                           started=_STARTED)
     except TrainingInterrupted as e:
         print(f"rljax: {e}\nrljax: resume with: {_resume_command(args, e.run_dir)}",
               file=sys.stderr)
@@ -233,6 +250,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     seed = None if args.seed is None else _coerce("seed", int, args.seed)
     validate.integer("episodes", episodes, low=1)
     validate.integer("seed", seed, low=0, high=validate.INT32_LIMIT - 1, optional=True)
+    _compile_cache(args)
     run = load(args.run_dir)
     result = evaluate(run, episodes=episodes, seed=seed)
     print(json.dumps({"run_dir": args.run_dir, "env_id": run.config.env_id,

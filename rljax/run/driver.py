@@ -24,7 +24,7 @@ from rljax import envs
 from rljax.envs.stats import last_episodes
 from rljax.loops.state import LoopState, Trainer
 from rljax.parallel import multihost
-from rljax.run import checkpoint, rundir
+from rljax.run import checkpoint, rundir, startup
 from rljax.run.build import build
 from rljax.run.config import RunConfig
 from rljax.run.logging import JsonlWriter, Progress, Sinks, TensorBoardSink, WandbSink
@@ -176,6 +176,8 @@ class _Host:
         self.pending: list[dict] = []
         self.prev_episodes = np.ravel(multihost.fetch(state.env.stats.episodes)).tolist()
         self.train_start = self.period_start = time.perf_counter()
+        self.started = start
+        self.first_row_at: float | None = None
 
     def _eval_after(self, env_steps: int) -> int:
         return (env_steps // self.run.eval_every + 1) * self.run.eval_every
@@ -198,6 +200,8 @@ class _Host:
                                                  state.env_steps))
         env_steps = int(np.ravel(steps)[0])
         now = time.perf_counter()
+        if self.first_row_at is None:
+            self.first_row_at = now
         n = self.num_seeds
         base = {"env_steps": env_steps, "wall_time_s": now - self.start,
                 "sps": n * len(self.pending) * self.steps_per_chunk / max(
@@ -264,7 +268,7 @@ def _claim_run_dir(run: RunConfig, run_dir: str | None, resume: str | None, writ
 
 
 def train_run(run: RunConfig, *, run_dir: str | None = None, progress: bool = True,
-              resume: str | None = None) -> RunResult:
+              resume: str | None = None, started: float | None = None) -> RunResult:
     """Trains as ``run`` says, writing the run directory; returns a :class:`RunResult`.
 
     The run directory is locked while the run trains in it (``RUN_DIR/.lock``).
@@ -277,6 +281,8 @@ def train_run(run: RunConfig, *, run_dir: str | None = None, progress: bool = Tr
             must match ``run`` except for the fields of
             :data:`rljax.run.checkpoint.RESUMABLE_CHANGES`). Metrics rows logged after
             that checkpoint are dropped, so the resumed rows follow on.
+        started: ``time.perf_counter()`` when the command started (default: now); the
+            summary's ``startup_s`` counts from it to the first metrics row.
 
     Raises:
         TrainingInterrupted: SIGINT/SIGTERM arrived; a checkpoint was saved first.
@@ -287,36 +293,42 @@ def train_run(run: RunConfig, *, run_dir: str | None = None, progress: bool = Tr
         rljax.run.rundir.RunDirInUse: another process trains in the run directory.
     """
     start = time.perf_counter()
+    started = start if started is None else started
     # Across processes the first one writes the run directory; all take part in the
     # collectives that fetch the state (multihost.fetch) and write their own shards of
     # each checkpoint into the first one's run directory.
     writer = multihost.is_writer()
+    phases = startup.Phases(f"[{run.preset or run.algo}] ", enabled=progress and writer)
     with contextlib.ExitStack() as stack:
+        stack.enter_context(phases.clock)
         run_dir = _claim_run_dir(run, run_dir, resume, writer, stack)
-        env, agent, trainer, num_chunks = build(run)
+        with phases.phase("building envs and agent"):
+            env, agent, trainer, num_chunks = build(run)
         if writer:
             run_dir = rundir.open_run_dir(run, run_dir)
             if resume is None:
                 stack.enter_context(rundir.lock(run_dir))
         shared_dir = rundir.share_path(run_dir)
-        state = trainer.init(jax.random.key(run.seed))
-        if resume is not None:
-            state = checkpoint.restore(resume, state)
-            if writer:
-                # wall_time_s goes on from the last row kept, not from zero.
-                start -= rundir.drop_rows_after(
-                    run_dir, run, int(np.ravel(multihost.fetch(state.env_steps))[0]))
-        compile_start = time.perf_counter()
-        chunk = trainer.chunk.lower(state).compile()
-        compile_time = time.perf_counter() - compile_start
+        with phases.phase("initializing" if resume is None else "restoring the checkpoint"):
+            state = trainer.init(jax.random.key(run.seed))
+            if resume is not None:
+                state = checkpoint.restore(resume, state)
+                if writer:
+                    # wall_time_s goes on from the last row kept, not from zero.
+                    start -= rundir.drop_rows_after(
+                        run_dir, run, int(np.ravel(multihost.fetch(state.env_steps))[0]))
+            jax.block_until_ready(state)
+        with phases.phase("compiling"):
+            chunk = trainer.chunk.lower(state).compile()
         host = _Host(run, shared_dir, agent, trainer, num_chunks, state, start, writer,
                      progress)
-        state, summary = _train(run, shared_dir, host, chunk, state, compile_time, writer)
+        host.started = started
+        state, summary = _train(run, shared_dir, host, chunk, state, phases.clock, writer)
     return RunResult(run_dir if writer else None, state, summary, host.rows, agent, env.spec)
 
 
 def _train(run: RunConfig, run_dir: str, host: _Host, chunk: Any, state: LoopState,
-           compile_time: float, writer: bool) -> tuple[LoopState, dict]:
+           clock: startup.CompileClock, writer: bool) -> tuple[LoopState, dict]:
     """Runs the chunks; returns the final state and the summary (written even when
     training stops early)."""
     manifest = rundir.manifest(run)
@@ -348,8 +360,10 @@ def _train(run: RunConfig, run_dir: str, host: _Host, chunk: Any, state: LoopSta
         raise
     finally:
         host.close()
-        summary = rundir.run_summary(run, state, host.start, host.train_start, compile_time,
+        summary = rundir.run_summary(run, state, host.start, host.train_start, clock.seconds,
                                      interrupted, host.first_steps, host.final_evals)
+        summary["startup_s"] = (None if host.first_row_at is None
+                                else host.first_row_at - host.started)
         if writer:
             try:
                 rundir.write_summaries(run_dir, run, summary)
