@@ -90,7 +90,8 @@ def _build_parser() -> argparse.ArgumentParser:
 
     plot = sub.add_parser("plot", help="plot return against env steps for run directories")
     plot.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
-    plot.add_argument("--out", default="curve.png", help="output PNG (default curve.png)")
+    plot.add_argument("--out", help="output PNG (default: RUN_DIR/curve.png for one run, "
+                                     "curve.png in the runs' common folder for several)")
     plot.add_argument("--key", default="return_mean_100", help="metric to plot")
     plot.add_argument("--title", help="plot title")
 
@@ -229,13 +230,18 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 
 def _cmd_plot(args: argparse.Namespace) -> int:
-    from rljax.run.plotting import check_run_dir, plot_runs
+    from rljax.run.plotting import check_run_dir, default_out, plot_runs
 
-    if not args.out.lower().endswith(".png"):
+    if args.out is not None and not args.out.lower().endswith(".png"):
         raise ValueError(f"--out must name a .png file, got {args.out!r}")
     for run_dir in args.run_dirs:
         check_run_dir(run_dir)
-    print(plot_runs(args.run_dirs, args.out, key=args.key, title=args.title))
+    notes: list[str] = []
+    out = plot_runs(args.run_dirs, args.out or default_out(args.run_dirs, args.key),
+                    key=args.key, title=args.title, notes=notes)
+    for line in notes:
+        print(f"rljax: {line}", file=sys.stderr)
+    print(out)
     return 0
 
 
