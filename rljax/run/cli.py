@@ -199,7 +199,8 @@ def _compile_cache(args: argparse.Namespace) -> None:
 def _cmd_train(args: argparse.Namespace) -> int:
     from rljax.parallel import multihost
     from rljax.run.checkpoint import SaveError
-    from rljax.run.driver import NonFiniteError, TrainingInterrupted, train_run
+    from rljax.run.driver import NonFiniteError, NothingToDo, TrainingInterrupted, train_run
+    from rljax.run.stopping import Stopped
 
     cluster = (args.coordinator, args.num_processes, args.process_id)
     if any(v is not None for v in cluster) and not args.distributed:
@@ -210,13 +211,18 @@ def _cmd_train(args: argparse.Namespace) -> int:
     _compile_cache(args)
     try:
         result = train_run(run, progress=not args.quiet, resume=args.resume,
-                           started=_STARTED)
+                           started=_STARTED, signals=args.signals)
+    except NothingToDo as e:
+        print(f"rljax: nothing to do: {e}", file=sys.stderr)
+        return 0
     except TrainingInterrupted as e:
         print(f"rljax: {e}\nrljax: resume with: {_resume_command(args, e.run_dir)}",
               file=sys.stderr)
         return 130
-    except KeyboardInterrupt:
-        print("rljax: stopped at once; metrics so far are in the run directory", file=sys.stderr)
+    except Stopped as e:
+        resume = (f"\nrljax: resume with: {_resume_command(args, e.resumable)}"
+                  if e.resumable else "")
+        print(f"rljax: {e}{resume}", file=sys.stderr)
         return 130
     except (NonFiniteError, SaveError) as e:
         print(f"rljax: error: {e}", file=sys.stderr)
@@ -272,6 +278,25 @@ def main(argv: list[str] | None = None) -> int:
 
         return bench.main(argv[1:])
     args = _build_parser().parse_args(argv)
+    try:
+        if args.command != "train":
+            return _dispatch(args)
+        from rljax.run.stopping import StopSignals
+
+        # From here on a Ctrl-C is a flag that the run checks between its phases and
+        # chunks, never an exception inside an import, a compile or an XLA call.
+        with StopSignals(hard=True) as args.signals:
+            return _dispatch(args)
+    except KeyboardInterrupt:  # before a run installed its own handler: nothing started
+        import signal
+
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C: we are leaving
+        print(f"\nrljax: stopped; {args.command} had not begun, nothing was saved",
+              file=sys.stderr)
+        return 130
+
+
+def _dispatch(args: argparse.Namespace) -> int:
     try:
         if args.command == "presets":
             return _cmd_presets()

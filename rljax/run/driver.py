@@ -12,8 +12,6 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import signal
-import threading
 import time
 from typing import Any, NamedTuple
 
@@ -24,7 +22,7 @@ from rljax import envs
 from rljax.envs.stats import last_episodes
 from rljax.loops.state import LoopState, Trainer
 from rljax.parallel import multihost
-from rljax.run import checkpoint, rundir, startup
+from rljax.run import checkpoint, rundir, startup, stopping
 from rljax.run.build import build
 from rljax.run.config import RunConfig
 from rljax.run.logging import JsonlWriter, Progress, Sinks, TensorBoardSink, WandbSink
@@ -60,31 +58,12 @@ class TrainingInterrupted(Exception):
         self.env_steps = env_steps
 
 
+class NothingToDo(ValueError):
+    """A resumed run whose checkpoint has reached its step budget: nothing to train."""
+
+
 class NonFiniteError(RuntimeError):
     """A loss or parameter became NaN or infinite."""
-
-
-class _StopSignals:
-    """Turns SIGINT/SIGTERM into a flag checked between chunks (main thread only)."""
-
-    def __init__(self):
-        self.received: int | None = None
-        self._previous: dict = {}
-
-    def __enter__(self):
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                self._previous[sig] = signal.signal(sig, self._handle)
-        return self
-
-    def _handle(self, signum, frame):
-        if self.received is not None:  # a second Ctrl-C: stop now
-            raise KeyboardInterrupt
-        self.received = signum
-
-    def __exit__(self, *exc):
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
 
 
 @jax.jit
@@ -254,21 +233,29 @@ def _claim_run_dir(run: RunConfig, run_dir: str | None, resume: str | None, writ
             raise checkpoint.CheckpointError(f"no checkpoint in {resume!r} (no such directory)")
         if writer:
             stack.enter_context(rundir.lock(resume))
-        checkpoint.check_compatible(checkpoint.read_manifest(resume),
-                                    rundir.manifest(run)["run"])
+        saved = checkpoint.read_manifest(resume)
+        checkpoint.check_compatible(saved, rundir.manifest(run)["run"])
+        steps = saved.get("env_steps")
+        if isinstance(steps, int) and steps >= run.total_steps:
+            raise NothingToDo(f"{resume} has trained {steps:,} env steps, its budget "
+                              f"(total_steps {run.total_steps:,}) is spent; nothing was "
+                              "changed (give a larger total_steps to train on)")
         return resume
     if run_dir is not None and os.path.isdir(os.path.join(run_dir, checkpoint.CHECKPOINT_DIR)):
         try:
             steps = checkpoint.read_manifest(run_dir)["env_steps"]
         except checkpoint.CheckpointError:
-            return run_dir
+            steps = stopping.newest_step(run_dir)
+            if steps is None:
+                return run_dir
         raise ValueError(f"run directory {run_dir} already holds a checkpoint (env step "
                          f"{steps:,}); continue it with resume, or choose another directory")
     return run_dir
 
 
 def train_run(run: RunConfig, *, run_dir: str | None = None, progress: bool = True,
-              resume: str | None = None, started: float | None = None) -> RunResult:
+              resume: str | None = None, started: float | None = None,
+              signals: stopping.StopSignals | None = None) -> RunResult:
     """Trains as ``run`` says, writing the run directory; returns a :class:`RunResult`.
 
     The run directory is locked while the run trains in it (``RUN_DIR/.lock``).
@@ -283,9 +270,13 @@ def train_run(run: RunConfig, *, run_dir: str | None = None, progress: bool = Tr
             that checkpoint are dropped, so the resumed rows follow on.
         started: ``time.perf_counter()`` when the command started (default: now); the
             summary's ``startup_s`` counts from it to the first metrics row.
+        signals: the SIGINT/SIGTERM handler to use, already entered (the command line
+            enters one before anything else; see :mod:`rljax.run.stopping`); default: one
+            of its own while the run lasts.
 
     Raises:
         TrainingInterrupted: SIGINT/SIGTERM arrived; a checkpoint was saved first.
+        rljax.run.stopping.Stopped: SIGINT/SIGTERM arrived during start-up, or twice.
         NonFiniteError: a loss or parameter became non-finite; the last finite
             checkpoint is kept.
         rljax.run.checkpoint.CheckpointError: ``resume`` does not hold a usable checkpoint.
@@ -300,58 +291,91 @@ def train_run(run: RunConfig, *, run_dir: str | None = None, progress: bool = Tr
     writer = multihost.is_writer()
     phases = startup.Phases(f"[{run.preset or run.algo}] ", enabled=progress and writer)
     with contextlib.ExitStack() as stack:
-        stack.enter_context(phases.clock)
-        run_dir = _claim_run_dir(run, run_dir, resume, writer, stack)
-        with phases.phase("building envs and agent"):
-            env, agent, trainer, num_chunks = build(run)
-        if writer:
-            run_dir = rundir.open_run_dir(run, run_dir)
-            if resume is None:
-                stack.enter_context(rundir.lock(run_dir))
-        shared_dir = rundir.share_path(run_dir)
-        with phases.phase("initializing" if resume is None else "restoring the checkpoint"):
-            state = trainer.init(jax.random.key(run.seed))
-            if resume is not None:
-                state = checkpoint.restore(resume, state)
-                if writer:
-                    # wall_time_s goes on from the last row kept, not from zero.
-                    start -= rundir.drop_rows_after(
-                        run_dir, run, int(np.ravel(multihost.fetch(state.env_steps))[0]))
-            jax.block_until_ready(state)
-        with phases.phase("compiling"):
-            chunk = trainer.chunk.lower(state).compile()
-        host = _Host(run, shared_dir, agent, trainer, num_chunks, state, start, writer,
-                     progress)
-        host.started = started
-        state, summary = _train(run, shared_dir, host, chunk, state, phases.clock, writer)
+        stop = signals or stack.enter_context(stopping.StopSignals())
+        stop.check()
+        try:
+            return _start_and_train(run, run_dir, resume, writer, phases, stop, stack,
+                                    start, started, progress)
+        except KeyboardInterrupt:  # a second signal (the Python API)
+            left, resumable = stopping.what_is_left(stop.run_dir, stop.created)
+            raise stopping.Stopped(f"stopped at once; {left}", resumable) from None
+        except stopping.Stopped:
+            raise
+        except BaseException:
+            if stop.phase is not None:  # failed during start-up: remove an empty run dir
+                stopping.what_is_left(stop.run_dir, stop.created)
+            raise
+
+
+def _start_and_train(run: RunConfig, run_dir: str | None, resume: str | None, writer: bool,
+                     phases: startup.Phases, stop: stopping.StopSignals,
+                     stack: contextlib.ExitStack, start: float, started: float,
+                     progress: bool) -> RunResult:
+    stack.enter_context(phases.clock)
+    run_dir = _claim_run_dir(run, run_dir, resume, writer, stack)
+    with _phase(phases, stop, "building envs and agent"):
+        env, agent, trainer, num_chunks = build(run)
+    if writer:
+        stop.created = resume is None and (run_dir is None or not os.path.isdir(run_dir))
+        run_dir = rundir.open_run_dir(run, run_dir)
+        stop.run_dir = run_dir
+        if resume is None:
+            stack.enter_context(rundir.lock(run_dir))
+    shared_dir = rundir.share_path(run_dir)
+    with _phase(phases, stop, "initializing" if resume is None else
+                "restoring the checkpoint"):
+        state = trainer.init(jax.random.key(run.seed))
+        if resume is not None:
+            state = checkpoint.restore(resume, state)
+            if writer:
+                # wall_time_s goes on from the last row kept, not from zero.
+                start -= rundir.drop_rows_after(
+                    run_dir, run, int(np.ravel(multihost.fetch(state.env_steps))[0]))
+        jax.block_until_ready(state)
+    with _phase(phases, stop, "compiling"):
+        chunk = trainer.chunk.lower(state).compile()
+    host = _Host(run, shared_dir, agent, trainer, num_chunks, state, start, writer, progress)
+    host.started = started
+    stop.phase = None
+    state, summary = _train(run, shared_dir, host, chunk, state, phases.clock, writer, stop)
     return RunResult(run_dir if writer else None, state, summary, host.rows, agent, env.spec)
 
 
+@contextlib.contextmanager
+def _phase(phases: startup.Phases, stop: stopping.StopSignals, name: str):
+    """A start-up phase: drawn with its time; a signal that arrived during it stops the
+    run once it ends."""
+    stop.phase = name
+    with phases.phase(name):
+        yield
+    stop.check()
+
+
 def _train(run: RunConfig, run_dir: str, host: _Host, chunk: Any, state: LoopState,
-           clock: startup.CompileClock, writer: bool) -> tuple[LoopState, dict]:
+           clock: startup.CompileClock, writer: bool,
+           stop: stopping.StopSignals) -> tuple[LoopState, dict]:
     """Runs the chunks; returns the final state and the summary (written even when
     training stops early)."""
     manifest = rundir.manifest(run)
     interrupted = failed = False
     try:
-        with _StopSignals() as stop:
-            for i in range(host.chunks_left):
-                state, metrics = chunk(state)
-                host.pending.append(metrics)
-                last = i == host.chunks_left - 1 or (run.stop_on_solve and bool(
-                    np.all(multihost.fetch(state.solved_at) >= 0)))
-                if not host.due(last, stop.received is not None):
-                    continue
-                env_steps = host.log(state, last)
-                # The checkpoint follows the row, so a saved state is always logged.
-                if last or stop.received or (i + 1) % host.save_every == 0:
-                    checkpoint.save(run_dir, state, manifest, keep=run.keep_checkpoints)
-                    host.saved_at = env_steps
-                if stop.received and not last:
-                    interrupted = True
-                    raise TrainingInterrupted(run_dir, env_steps)
-                if last:
-                    break
+        for i in range(host.chunks_left):
+            state, metrics = chunk(state)
+            host.pending.append(metrics)
+            last = i == host.chunks_left - 1 or (run.stop_on_solve and bool(
+                np.all(multihost.fetch(state.solved_at) >= 0)))
+            if not host.due(last, stop.received is not None):
+                continue
+            env_steps = host.log(state, last)
+            # The checkpoint follows the row, so a saved state is always logged.
+            if last or stop.received or (i + 1) % host.save_every == 0:
+                checkpoint.save(run_dir, state, manifest, keep=run.keep_checkpoints)
+                host.saved_at = env_steps
+            if stop.received and not last:
+                interrupted = True
+                raise TrainingInterrupted(run_dir, env_steps)
+            if last:
+                break
     except KeyboardInterrupt:
         interrupted = failed = True
         raise
