@@ -242,6 +242,10 @@ def remove_unfinished(folder: str, step: int) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
+class NewerCheckpoint(ValueError):
+    """A save that would not be the folder's newest checkpoint (orbax skips those)."""
+
+
 class NoSpace(OSError):
     """The filesystem has less free space than a checkpoint needs."""
 
@@ -297,16 +301,22 @@ def write(folder: str, step: int, arrays: dict[str, jax.Array], manifest: dict,
     exception propagates; :class:`NoSpace` before anything is written."""
     _check_space(folder, arrays)
     with _manager(folder, keep, write=True) as manager, _quiet_teardown():
+        newer = [s for s in manager.all_steps() if s > step]
+        if newer:  # orbax would skip the save without a word
+            raise NewerCheckpoint(f"the folder already holds a newer checkpoint (env step "
+                                  f"{max(newer):,}), so this one would not be the newest")
         if step in manager.all_steps():
             manager.delete(step)
         manifest = dict(manifest, checksums=_checksums(arrays), arrays={
             name: [list(x.shape), str(x.dtype)] for name, x in arrays.items()})
         try:
             chunks = {name: ocp.SaveArgs(chunk_byte_size=CHUNK_BYTES) for name in arrays}
-            manager.save(step, args=ocp.args.Composite(
+            saved = manager.save(step, args=ocp.args.Composite(
                 state=ocp.args.PyTreeSave(arrays, save_args=chunks),
                 manifest=ocp.args.JsonSave(manifest)))
             manager.wait_until_finished()
+            if not saved:
+                raise NewerCheckpoint(f"orbax-checkpoint declined to save env step {step:,}")
         except BaseException:
             if jax.process_index() == 0:
                 remove_unfinished(folder, step)

@@ -218,3 +218,43 @@ def test_interruption_prints_the_short_resume_command(monkeypatch, capsys):
     assert err.endswith(f"rljax: resume with: rljax train --resume {shlex.quote(run_dir)}\n")
     assert shlex.split(err.splitlines()[-1].split(": ", 2)[2]) == [
         "rljax", "train", "--resume", run_dir]
+
+
+def _files(path) -> dict:
+    out = {}
+    for root, _, names in os.walk(path):
+        for name in names:
+            if name != rundir.LOCK_FILE:
+                full = os.path.join(root, name)
+                out[full] = (os.path.getmtime(full), open(full, "rb").read())
+    return out
+
+
+def test_resume_of_a_finished_run_does_nothing_and_changes_no_file(copy, capsys):
+    before = _files(copy)
+    for extra in ([], ["--total-steps", "2048"]):
+        assert cli.main(["train", "--resume", copy, "--quiet", *extra]) == 0
+        captured = capsys.readouterr()
+        assert captured.out == ""
+        assert captured.err.startswith("rljax: nothing to do: ") and captured.err.count(
+            "\n") == 1, captured.err
+        assert "has trained 4,096 env steps" in captured.err
+    assert _files(copy) == before
+    with pytest.raises(driver.NothingToDo, match="nothing was changed"):
+        rljax.train(resume=copy)
+
+
+def test_save_into_a_folder_with_a_newer_checkpoint_is_refused(copy):
+    run = rljax.load(copy)
+    folder = os.path.join(copy, checkpoint.CHECKPOINT_DIR)
+    shutil.copytree(os.path.join(folder, "4096"), os.path.join(folder, "8192"))
+    with pytest.raises(checkpoint.SaveError, match=r"newer checkpoint \(env step 8,192\)"):
+        run.save()
+    assert sorted(os.listdir(folder)) == ["2048", "4096", "8192"]
+
+
+def test_a_fresh_run_into_a_directory_with_unreadable_checkpoints_is_refused(dqn_run, copy):
+    run, _ = dqn_run
+    shutil.rmtree(os.path.join(copy, checkpoint.CHECKPOINT_DIR, "4096", "manifest"))
+    with pytest.raises(ValueError, match=r"already holds a checkpoint \(env step 4,096\)"):
+        train_run(run, run_dir=copy, progress=False)
