@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import shlex
 import sys
@@ -60,6 +61,10 @@ def _build_parser() -> argparse.ArgumentParser:
                        help="continue the run saved in RUN_DIR from its newest checkpoint; "
                             "other options may change only the step budget, logging, "
                             "evaluation and checkpoint cadence")
+    train.add_argument("--from-checkpoint", metavar="STEP", type=int,
+                       help="with --resume: continue from the checkpoint of this env step "
+                            "instead of the newest (newer ones are moved to "
+                            "RUN_DIR/checkpoint.superseded/)")
     train.add_argument("--checkpoint-every", metavar="STEPS",
                        help="save a checkpoint every STEPS env steps (default 100000; "
                             "always at the end)")
@@ -87,6 +92,8 @@ def _build_parser() -> argparse.ArgumentParser:
     ev.add_argument("run_dir", metavar="RUN_DIR")
     ev.add_argument("--episodes", default="10", help="number of episodes (default 10)")
     ev.add_argument("--seed", help="seed of the evaluation envs")
+    ev.add_argument("--from-checkpoint", metavar="STEP", type=int,
+                    help="evaluate the checkpoint of this env step instead of the newest")
 
     plot = sub.add_parser("plot", help="plot return against env steps for run directories")
     plot.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
@@ -99,26 +106,38 @@ def _build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _preset_params(preset) -> str:
+    cfg = dataclasses.asdict(preset.run.config)
+    keys = preset.key_params or tuple(cfg)
+    if cfg.get("noisy"):  # NoisyNet explores: its epsilon schedule is unused
+        keys = [k for k in keys if k != "epsilon"]
+    return ", ".join(f"{k}={cfg[k]}" for k in keys)
+
+
 def _cmd_presets() -> int:
+    import shutil
+    import textwrap
+
     from rljax.run.presets import PRESETS
     from rljax.run.registry import ALGORITHMS
 
-    rows = []
-    for p in PRESETS.values():
-        cfg = dataclasses.asdict(p.run.config)
-        keys = p.key_params or tuple(cfg)
-        params = ", ".join(f"{k}={cfg[k]}" for k in keys)
-        rows.append((p.name, p.run.env_id, p.run.algo, f"{p.run.total_steps:,}", params,
-                     p.notes))
+    width = max(60, shutil.get_terminal_size((100, 24)).columns - 1)
+    wrap = functools.partial(textwrap.fill, width=width, initial_indent="    ",
+                             subsequent_indent="    ", break_long_words=False,
+                             break_on_hyphens=False)
+    rows = [(p.name, p.run.env_id, p.run.algo, f"{p.run.total_steps:,}") for p in
+            PRESETS.values()]
     w = [max(len(r[i]) for r in rows + [("preset", "env", "agent")]) + 2 for i in range(3)]
-    print(f"{'preset':<{w[0]}}{'env':<{w[1]}}{'agent':<{w[2]}}{'steps':>12}  key hyperparameters")
-    for name, env, algo, steps, params, notes in rows:
-        print(f"{name:<{w[0]}}{env:<{w[1]}}{algo:<{w[2]}}{steps:>12}  {params}")
-        if notes:
-            print(f"{'':<{sum(w) + 12}}  ({notes})")
+    print(f"{'preset':<{w[0]}}{'env':<{w[1]}}{'agent':<{w[2]}}{'steps':>12}")
+    print(wrap("key hyperparameters, then notes"))
+    for (name, env, algo, steps), p in zip(rows, PRESETS.values(), strict=True):
+        print(f"{name:<{w[0]}}{env:<{w[1]}}{algo:<{w[2]}}{steps:>12}")
+        print(wrap(_preset_params(p)))
+        if p.notes:
+            print(wrap(f"({p.notes})"))
     print()
     for a in ALGORITHMS.values():
-        print(f"{a.name}: {a.description}")
+        print(textwrap.fill(f"{a.name}: {a.description}", width=width, subsequent_indent="  "))
     return 0
 
 
@@ -182,7 +201,7 @@ def _run_config(args: argparse.Namespace):
         return from_preset(args.preset, tensorboard=not args.no_tensorboard, **changes)
     if args.resume is None:
         raise ValueError("give a preset (see `rljax presets`), or --resume RUN_DIR")
-    return override(checkpoint.saved_run(args.resume),
+    return override(checkpoint.saved_run(args.resume, args.from_checkpoint),
                     tensorboard=False if args.no_tensorboard else None, **changes)
 
 
@@ -202,6 +221,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
     from rljax.run.driver import NonFiniteError, NothingToDo, TrainingInterrupted, train_run
     from rljax.run.stopping import Stopped
 
+    if args.from_checkpoint is not None and args.resume is None:
+        raise ValueError("--from-checkpoint needs --resume RUN_DIR")
     cluster = (args.coordinator, args.num_processes, args.process_id)
     if any(v is not None for v in cluster) and not args.distributed:
         raise ValueError("--coordinator, --num-processes and --process-id need --distributed")
@@ -211,7 +232,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
     _compile_cache(args)
     try:
         result = train_run(run, progress=not args.quiet, resume=args.resume,
-                           started=_STARTED, signals=args.signals)
+                           started=_STARTED, signals=args.signals,
+                           from_checkpoint=args.from_checkpoint)
     except NothingToDo as e:
         print(f"rljax: nothing to do: {e}", file=sys.stderr)
         return 0
@@ -263,7 +285,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     validate.integer("episodes", episodes, low=1)
     validate.integer("seed", seed, low=0, high=validate.INT32_LIMIT - 1, optional=True)
     _compile_cache(args)
-    run = load(args.run_dir)
+    run = load(args.run_dir, args.from_checkpoint)
     result = evaluate(run, episodes=episodes, seed=seed)
     print(json.dumps({"run_dir": args.run_dir, "env_id": run.config.env_id,
                       "env_steps": int(np.ravel(run.state.env_steps)[0]), **result},

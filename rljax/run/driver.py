@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import sys
 import time
 from typing import Any, NamedTuple
 
@@ -22,7 +23,7 @@ from rljax import envs
 from rljax.envs.stats import last_episodes
 from rljax.loops.state import LoopState, Trainer
 from rljax.parallel import multihost
-from rljax.run import checkpoint, rundir, startup, stopping
+from rljax.run import checkpoint, resuming, rundir, startup, stopping
 from rljax.run.build import build
 from rljax.run.config import RunConfig
 from rljax.run.logging import JsonlWriter, Progress, Sinks, TensorBoardSink, WandbSink
@@ -58,8 +59,7 @@ class TrainingInterrupted(Exception):
         self.env_steps = env_steps
 
 
-class NothingToDo(ValueError):
-    """A resumed run whose checkpoint has reached its step budget: nothing to train."""
+NothingToDo = resuming.NothingToDo
 
 
 class NonFiniteError(RuntimeError):
@@ -223,39 +223,10 @@ class _Host:
             sink.close()
 
 
-def _claim_run_dir(run: RunConfig, run_dir: str | None, resume: str | None, writer: bool,
-                   stack: contextlib.ExitStack) -> str | None:
-    """Checks that ``resume`` may continue as ``run`` (taking its lock first, so that a
-    directory in use is refused before anything else), or that ``run_dir`` holds no
-    checkpoint that a fresh run would mix with; returns the run directory."""
-    if resume is not None:
-        if not os.path.isdir(resume):
-            raise checkpoint.CheckpointError(f"no checkpoint in {resume!r} (no such directory)")
-        if writer:
-            stack.enter_context(rundir.lock(resume))
-        saved = checkpoint.read_manifest(resume)
-        checkpoint.check_compatible(saved, rundir.manifest(run)["run"])
-        steps = saved.get("env_steps")
-        if isinstance(steps, int) and steps >= run.total_steps:
-            raise NothingToDo(f"{resume} has trained {steps:,} env steps, its budget "
-                              f"(total_steps {run.total_steps:,}) is spent; nothing was "
-                              "changed (give a larger total_steps to train on)")
-        return resume
-    if run_dir is not None and os.path.isdir(os.path.join(run_dir, checkpoint.CHECKPOINT_DIR)):
-        try:
-            steps = checkpoint.read_manifest(run_dir)["env_steps"]
-        except checkpoint.CheckpointError:
-            steps = stopping.newest_step(run_dir)
-            if steps is None:
-                return run_dir
-        raise ValueError(f"run directory {run_dir} already holds a checkpoint (env step "
-                         f"{steps:,}); continue it with resume, or choose another directory")
-    return run_dir
-
-
 def train_run(run: RunConfig, *, run_dir: str | None = None, progress: bool = True,
               resume: str | None = None, started: float | None = None,
-              signals: stopping.StopSignals | None = None) -> RunResult:
+              signals: stopping.StopSignals | None = None,
+              from_checkpoint: int | None = None) -> RunResult:
     """Trains as ``run`` says, writing the run directory; returns a :class:`RunResult`.
 
     The run directory is locked while the run trains in it (``RUN_DIR/.lock``).
@@ -270,6 +241,8 @@ def train_run(run: RunConfig, *, run_dir: str | None = None, progress: bool = Tr
             that checkpoint are dropped, so the resumed rows follow on.
         started: ``time.perf_counter()`` when the command started (default: now); the
             summary's ``startup_s`` counts from it to the first metrics row.
+        from_checkpoint: with ``resume``, the env step of the checkpoint to continue from
+            (default: the newest); newer ones are moved to ``RUN_DIR/checkpoint.superseded``.
         signals: the SIGINT/SIGTERM handler to use, already entered (the command line
             enters one before anything else; see :mod:`rljax.run.stopping`); default: one
             of its own while the run lasts.
@@ -294,8 +267,8 @@ def train_run(run: RunConfig, *, run_dir: str | None = None, progress: bool = Tr
         stop = signals or stack.enter_context(stopping.StopSignals())
         stop.check()
         try:
-            return _start_and_train(run, run_dir, resume, writer, phases, stop, stack,
-                                    start, started, progress)
+            return _start_and_train(run, run_dir, (resume, from_checkpoint), writer, phases,
+                                    stop, stack, start, started, progress)
         except KeyboardInterrupt:  # a second signal (the Python API)
             left, resumable = stopping.what_is_left(stop.run_dir, stop.created)
             raise stopping.Stopped(f"stopped at once; {left}", resumable) from None
@@ -307,12 +280,13 @@ def train_run(run: RunConfig, *, run_dir: str | None = None, progress: bool = Tr
             raise
 
 
-def _start_and_train(run: RunConfig, run_dir: str | None, resume: str | None, writer: bool,
+def _start_and_train(run: RunConfig, run_dir: str | None, resume_from: tuple, writer: bool,
                      phases: startup.Phases, stop: stopping.StopSignals,
                      stack: contextlib.ExitStack, start: float, started: float,
                      progress: bool) -> RunResult:
     stack.enter_context(phases.clock)
-    run_dir = _claim_run_dir(run, run_dir, resume, writer, stack)
+    resume, step = resume_from
+    run_dir = resuming.claim_run_dir(run, run_dir, resume, writer, stack, step)
     with _phase(phases, stop, "building envs and agent"):
         env, agent, trainer, num_chunks = build(run)
     if writer:
@@ -324,9 +298,13 @@ def _start_and_train(run: RunConfig, run_dir: str | None, resume: str | None, wr
     shared_dir = rundir.share_path(run_dir)
     with _phase(phases, stop, "initializing" if resume is None else
                 "restoring the checkpoint"):
-        state = trainer.init(jax.random.key(run.seed))
+        def fresh():
+            return trainer.init(jax.random.key(run.seed))
+
+        state = fresh() if resume is None else resuming.restore(resume, fresh, step)
         if resume is not None:
-            state = checkpoint.restore(resume, state)
+            if writer and step is not None:
+                _say_set_aside(run_dir, resuming.set_aside_newer(run_dir, step))
             if writer:
                 # wall_time_s goes on from the last row kept, not from zero.
                 start -= rundir.drop_rows_after(
@@ -339,6 +317,13 @@ def _start_and_train(run: RunConfig, run_dir: str | None, resume: str | None, wr
     stop.phase = None
     state, summary = _train(run, shared_dir, host, chunk, state, phases.clock, writer, stop)
     return RunResult(run_dir if writer else None, state, summary, host.rows, agent, env.spec)
+
+
+def _say_set_aside(run_dir: str, steps: list[int]) -> None:
+    if steps:
+        print(f"rljax: resuming from an earlier checkpoint: moved the newer ones (env step "
+              f"{', '.join(f'{s:,}' for s in steps)}) to {run_dir}/{resuming.SUPERSEDED}",
+              file=sys.stderr)
 
 
 @contextlib.contextmanager

@@ -258,3 +258,35 @@ def test_a_fresh_run_into_a_directory_with_unreadable_checkpoints_is_refused(dqn
     shutil.rmtree(os.path.join(copy, checkpoint.CHECKPOINT_DIR, "4096", "manifest"))
     with pytest.raises(ValueError, match=r"already holds a checkpoint \(env step 4,096\)"):
         train_run(run, run_dir=copy, progress=False)
+
+
+def _corrupt_newest(path) -> None:
+    files = [os.path.join(root, name) for root, _, names in
+             os.walk(os.path.join(path, checkpoint.CHECKPOINT_DIR, "4096", "state"))
+             for name in names]
+    biggest = max(files, key=os.path.getsize)
+    data = bytearray(open(biggest, "rb").read())
+    data[len(data) // 2] ^= 1
+    open(biggest, "wb").write(bytes(data))
+
+
+def test_a_corrupted_newest_checkpoint_names_the_intact_one_which_can_be_used(copy, capsys):
+    _corrupt_newest(copy)
+    hint = ("the checkpoint of env step 2,048 is intact: use it with --from-checkpoint 2048 "
+            "(from_checkpoint=2048 in Python)")
+    for args in (["eval", copy, "--episodes", "1"], ["train", "--resume", copy, "--quiet",
+                                                     "--total-steps", "6144"]):
+        assert cli.main(args) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("rljax: error: checkpoint ") and err.count("\n") == 1, err
+        assert "do not match the checksums" in err and hint in err, err
+    assert cli.main(["eval", copy, "--episodes", "1", "--from-checkpoint", "2048"]) == 0
+    assert json.loads(capsys.readouterr().out)["env_steps"] == 2_048
+    assert cli.main(["train", "--resume", copy, "--from-checkpoint", "2048", "--quiet"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["resumed_from_step"] == 2_048
+    assert "moved the newer ones (env step 4,096)" in captured.err
+    assert sorted(os.listdir(os.path.join(copy, "checkpoint.superseded"))) == ["4096"]
+    assert checkpoint.read_manifest(copy)["env_steps"] == 4_096  # written again, intact
+    assert _steps(copy) == [1_024, 2_048, 3_072, 4_096]
+    assert cli.main(["eval", copy, "--episodes", "1"]) == 0
