@@ -60,6 +60,8 @@ def test_driver_logs_each_seed_and_aggregates(tmp_path):
     assert summary["seeds_solved"] == 0 and summary["solved_at_step"] is None
     finals = [s["final_return_mean"] for s in summary["seeds"]]
     np.testing.assert_allclose(summary["final_return_mean"], np.mean(finals))
+    lengths = [s["final_length_mean"] for s in summary["seeds"]]
+    np.testing.assert_allclose(summary["final_length_mean"], np.mean(lengths))
     for k in range(3):
         folder = os.path.join(result.run_dir, f"seed_{k}")
         rows = [json.loads(line) for line in open(os.path.join(folder, "metrics.jsonl"))]

@@ -23,6 +23,8 @@ def _rljax(*args):
     (["train", "cartpole-a2c", "--set", "actor_lr=fast"], "bad value 'fast' for actor_lr"),
     (["train", "cartpole-a2c", "--env", "CartPol-v1"], "did you mean 'CartPole-v1'"),
     (["train", "cartpole-a2c", "--env", "Reacher-v5"], "needs a discrete action space"),
+    (["train", "cartpole-a2c", "--env", "Reacher-v5"], "continuous actions: DDPG, TD3, SAC "
+     "or PPO"),
     (["train", "cartpole-a2c", "--num-envs", "0"], "num_envs must be an integer >= 1, got 0"),
     (["train", "cartpole-a2c", "--total-steps", "-5"],
      "total_steps must be an integer in [1, 2147483647]"),
@@ -55,6 +57,16 @@ def test_presets_lists_env_agent_and_hyperparameters(capsys):
     assert cli.main(["presets"]) == 0
     out = capsys.readouterr().out
     assert "cartpole-a2c" in out and "CartPole-v1" in out and "actor_lr=0.0005" in out
+
+
+def test_presets_wrap_to_the_terminal_and_skip_unused_epsilon(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    assert cli.main(["presets"]) == 0
+    out = capsys.readouterr().out
+    assert max(len(line) for line in out.splitlines()) < 80
+    sections = out.split("\ncartpole-rainbow ")[1].split("\ncartpole-ppo ")[0]
+    assert "noisy=True" in sections.replace("\n    ", " ") and "epsilon=" not in sections
+    assert "epsilon=" in out.split("\ncartpole-dqn ")[1].split("\nbreakout-dqn ")[0]
 
 
 def test_train_writes_run_directory(tmp_path):
