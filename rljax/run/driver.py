@@ -286,7 +286,7 @@ def _start_and_train(run: RunConfig, run_dir: str | None, resume_from: tuple, wr
                      progress: bool) -> RunResult:
     stack.enter_context(phases.clock)
     resume, step = resume_from
-    run_dir = resuming.claim_run_dir(run, run_dir, resume, writer, stack, step)
+    run, run_dir = resuming.claim_run_dir(run, run_dir, resume, writer, stack, step)
     with _phase(phases, stop, "building envs and agent"):
         env, agent, trainer, num_chunks = build(run)
     if writer:

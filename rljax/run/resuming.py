@@ -9,13 +9,20 @@
 * Resuming from an earlier checkpoint moves the newer ones aside, into
   ``RUN_DIR/checkpoint.superseded/``, so that the resumed run's saves are the newest.
 * A fresh run is refused in a run directory that holds checkpoints.
+* A resume keeps the saved run's schedules: a learning rate annealed over the run (PPO's,
+  PQN's ``anneal_lr``) keeps the length it was saved with (``total_updates``), so a resume
+  that changes the budget says in one line what the extra steps train with
+  (:func:`keep_schedules`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import math
 import os
 import shutil
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -38,11 +45,12 @@ def _step_folders(run_dir: str) -> list[int]:
 
 
 def claim_run_dir(run: RunConfig, run_dir: str | None, resume: str | None, writer: bool,
-                  stack: contextlib.ExitStack, step: int | None = None) -> str | None:
+                  stack: contextlib.ExitStack, step: int | None = None
+                  ) -> tuple[RunConfig, str | None]:
     """Checks that ``resume`` may continue as ``run`` from checkpoint ``step`` (taking its
     lock first, so that a directory in use is refused before anything else), or that
-    ``run_dir`` holds no checkpoint that a fresh run would mix with; returns the run
-    directory.
+    ``run_dir`` holds no checkpoint that a fresh run would mix with; returns the run (with
+    the saved schedules, :func:`keep_schedules`) and the run directory.
 
     Raises:
         NothingToDo: the checkpoint has reached ``run.total_steps``.
@@ -53,24 +61,54 @@ def claim_run_dir(run: RunConfig, run_dir: str | None, resume: str | None, write
         if writer:
             stack.enter_context(rundir.lock(resume))
         saved = checkpoint.read_manifest(resume, step)
-        checkpoint.check_compatible(saved, rundir.manifest(run)["run"])
         steps = saved.get("env_steps")
         if isinstance(steps, int) and steps >= run.total_steps:
+            checkpoint.check_compatible(saved, rundir.manifest(run)["run"])
             raise NothingToDo(f"{resume} has trained {steps:,} env steps, its budget "
                               f"(total_steps {run.total_steps:,}) is spent; nothing was "
                               "changed (give a larger total_steps to train on)")
-        return resume
+        run = keep_schedules(run, saved.get("run") or {})
+        expected = rundir.manifest(run)["run"]
+        if ((saved.get("run") or {}).get("config") or {}).get("total_updates", 0) is None:
+            # saved as "the run's length", which keep_schedules has just resolved
+            expected = dict(expected, config=dict(expected["config"], total_updates=None))
+        checkpoint.check_compatible(saved, expected)
+        return run, resume
     if run_dir is not None and os.path.isdir(os.path.join(run_dir, checkpoint.CHECKPOINT_DIR)):
         try:
             steps = checkpoint.read_manifest(run_dir)["env_steps"]
         except checkpoint.CheckpointError:
             folders = _step_folders(run_dir)
             if not folders:
-                return run_dir
+                return run, run_dir
             steps = folders[-1]
         raise ValueError(f"run directory {run_dir} already holds a checkpoint (env step "
                          f"{steps:,}); continue it with resume, or choose another directory")
-    return run_dir
+    return run, run_dir
+
+
+def keep_schedules(run: RunConfig, saved: dict) -> RunConfig:
+    """``run`` with the schedule length (``total_updates``) of the ``saved`` run config (a
+    manifest's ``run``) when the agent config has the field and leaves it to the run;
+    says so in one line when the run anneals its learning rate and the budget changed."""
+    if getattr(run.config, "total_updates", 0) is not None:
+        return run
+    saved_total = saved.get("total_steps")
+    updates = (saved.get("config") or {}).get("total_updates")
+    if updates is None and isinstance(saved_total, int):
+        updates = max(1, math.ceil(saved_total / run.config.steps_per_update))
+    if updates is None:
+        return run
+    if getattr(run.config, "anneal_lr", False) and saved_total != run.total_steps:
+        end = updates * run.config.steps_per_update
+        print(f"rljax: resuming keeps the saved learning-rate schedule: it anneals to 0 by env "
+              f"step {end:,} (total_updates={updates:,}), so "
+              + (f"the steps after {end:,} train with a learning rate of 0"
+                 if run.total_steps > end else f"it stops at {run.total_steps:,}, annealed "
+                 "part way") + "; to anneal over another budget, train from the start with it",
+              file=sys.stderr)
+    return dataclasses.replace(run, config=dataclasses.replace(run.config,
+                                                               total_updates=updates))
 
 
 def intact_before(run_dir: str, make_template: Callable[[], Any], step: int) -> int | None:

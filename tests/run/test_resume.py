@@ -290,3 +290,22 @@ def test_a_corrupted_newest_checkpoint_names_the_intact_one_which_can_be_used(co
     assert checkpoint.read_manifest(copy)["env_steps"] == 4_096  # written again, intact
     assert _steps(copy) == [1_024, 2_048, 3_072, 4_096]
     assert cli.main(["eval", copy, "--episodes", "1"]) == 0
+
+
+@pytest.mark.slow
+def test_a_resume_that_extends_the_budget_keeps_the_annealed_schedule(tmp_path, capsys):
+    run = from_preset("cartpole-pqn", total_steps=4_096, logdir=str(tmp_path),
+                      tensorboard=False)  # 8 updates of 32 envs x 16 steps
+    first = train_run(dataclasses.replace(run, chunk_steps=2_048), progress=False)
+    args = ["train", "--resume", first.run_dir, "--total-steps", "8192", "--quiet"]
+    assert cli.main(args) == 0
+    err = capsys.readouterr().err
+    assert ("resuming keeps the saved learning-rate schedule: it anneals to 0 by env step "
+            "4,096 (total_updates=8), so the steps after 4,096 train with a learning rate "
+            "of 0") in err, err
+    assert checkpoint.read_manifest(first.run_dir)["run"]["config"]["total_updates"] == 8
+    # resumed again, from the preset this time: the same schedule, no refusal
+    assert cli.main(["train", "cartpole-pqn", "--resume", first.run_dir, "--total-steps",
+                     "10240", "--chunk-steps", "2048", "--no-tensorboard", "--logdir",
+                     str(tmp_path), "--quiet"]) == 0
+    assert checkpoint.read_manifest(first.run_dir)["run"]["config"]["total_updates"] == 8
