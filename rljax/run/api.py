@@ -76,6 +76,11 @@ class Run:
         if not single and obs.shape[1:] != self.spec.obs_shape:
             raise ValueError(f"observation shape {obs.shape} does not match the run's "
                              f"{self.spec.obs_shape} (or a batch of them)")
+        if obs.dtype.kind not in "biuf":
+            raise ValueError(f"observations must be numbers, got dtype {obs.dtype}")
+        if obs.dtype.kind == "f" and not np.all(np.isfinite(obs)):
+            raise ValueError("observation holds NaN or infinite values; the policy's action "
+                             "for it would be meaningless")
         batch = (obs[None] if single else obs).astype(self.spec.obs_dtype)
         action = np.asarray(self._greedy(self.params, batch))
         return action[0] if single else action

@@ -57,6 +57,7 @@ def build(run: RunConfig) -> tuple[envs.Env, Any, Trainer, int]:
     else:
         env = envs.make(run.env_id, run.config.num_envs, run.seed, num_seeds=len(members),
                         member_seeds=[s for s, _ in members], **dict(run.env_options))
+    preflight.check_values(run, env.spec)
     agent = _make_agent(algo, run.config, env.spec)
 
     def make_trainer(config):
@@ -138,6 +139,7 @@ def _build_data_parallel(run: RunConfig, algo, device_list) -> tuple[envs.Env, A
     mesh = devices.device_mesh(device_list, data_parallel.AXIS)
     env = data_parallel.make_env(run.env_id, run.config.num_envs, run.seed, mesh,
                                  **dict(run.env_options))
+    preflight.check_values(run, env.spec)
     agent = _make_agent(algo, run.config, env.spec,
                         **data_parallel.agent_options(algo.make_agent))
     trainer = algo.make_trainer(agent, env, run.config, _updates_per_chunk(run), run.threshold,

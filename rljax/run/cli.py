@@ -36,7 +36,7 @@ def _build_parser() -> argparse.ArgumentParser:
     train.add_argument("--seed", help="random seed (default 0)")
     train.add_argument("--seeds", metavar="N",
                        help="train N independent seeds (seed .. seed+N-1) in one program")
-    train.add_argument("--sweep", metavar="FIELD=V1,V2,...",
+    train.add_argument("--sweep", metavar="FIELD=V1,V2,...", action="append",
                        help="train one agent per value of a numeric hyperparameter, all in "
                             "one program (times --seeds); e.g. --sweep actor_lr=1e-4,5e-4,1e-3")
     train.add_argument("--devices", metavar="N",
@@ -85,6 +85,14 @@ def _build_parser() -> argparse.ArgumentParser:
                        help="do not use JAX's persistent compilation cache (default: on, in "
                             "~/.cache/rljax/jax; also RLJAX_COMPILE_CACHE=0)")
 
+    train.add_argument("--init-timeout", metavar="SECONDS", type=float, default=60.0,
+                       help="with --distributed: give up joining the cluster after this "
+                            "long (default 60)")
+    _add_other_commands(sub)
+    return parser
+
+
+def _add_other_commands(sub) -> None:
     sub.add_parser("bench", help="benchmark suite (rljax bench --help for its options)",
                    add_help=False)
 
@@ -103,7 +111,6 @@ def _build_parser() -> argparse.ArgumentParser:
     plot.add_argument("--title", help="plot title")
 
     sub.add_parser("presets", help="list presets with their env, agent and key hyperparameters")
-    return parser
 
 
 def _preset_params(preset) -> str:
@@ -190,6 +197,10 @@ def _run_config(args: argparse.Namespace):
     from rljax.run.config import from_preset, override
 
     sets = _agent_assignments(args)
+    if args.sweep is not None and len(args.sweep) > 1:
+        raise ValueError(f"--sweep given {len(args.sweep)} times ({', '.join(args.sweep)}); a "
+                         "run sweeps one field: run one sweep per field")
+    args.sweep = args.sweep[0] if args.sweep else None
     changes = dict(env=args.env, total_steps=args.total_steps, seed=args.seed,
                    num_envs=sets.pop("num_envs", args.num_envs), num_seeds=args.seeds,
                    sweep=args.sweep, devices=args.devices, logdir=args.logdir,
@@ -215,6 +226,47 @@ def _compile_cache(args: argparse.Namespace) -> None:
     startup.enable_compile_cache()
 
 
+def _join_cluster(args: argparse.Namespace, cluster: tuple) -> None:
+    """Joins the multi-process run, giving up after ``--init-timeout`` seconds with one line.
+    JAX waits in C++ (where no Python signal handler runs, and it aborts the process when its
+    own deadline passes), so it waits in a thread while this one watches the clock and
+    Ctrl-C."""
+    import os
+    import threading
+
+    from rljax.parallel import multihost
+
+    timeout = args.init_timeout
+    if not timeout > 0:
+        raise ValueError(f"--init-timeout must be a number of seconds > 0, got {timeout}")
+    where = f"the coordinator {cluster[0]}" if cluster[0] else "the cluster JAX detects"
+    print(f"rljax: joining {where} (giving up after {timeout:g} s)", file=sys.stderr)
+    done, failed = threading.Event(), []
+
+    def join():
+        try:  # JAX's own deadline comes after ours, so ours says what happened
+            multihost.initialize(*cluster, timeout=timeout + 60)
+        except BaseException as e:  # noqa: BLE001 - re-raised in the main thread
+            failed.append(e)
+        finally:
+            done.set()
+
+    threading.Thread(target=join, daemon=True).start()
+    phase, args.signals.phase = args.signals.phase, None
+    deadline = time.monotonic() + timeout
+    while not done.wait(0.1):
+        stopped = args.signals.received is not None
+        if stopped or time.monotonic() > deadline:
+            print("rljax: stopped while joining the cluster; nothing was started" if stopped
+                  else f"rljax: error: could not join {where} within {timeout:g} s (is every "
+                  "process started, and the coordinator's address reachable?)",
+                  file=sys.stderr, flush=True)
+            os._exit(130 if stopped else 1)
+    args.signals.phase = phase
+    if failed:
+        raise failed[0]
+
+
 def _cmd_train(args: argparse.Namespace) -> int:
     from rljax.parallel import multihost
     from rljax.run.checkpoint import SaveError
@@ -227,7 +279,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     if any(v is not None for v in cluster) and not args.distributed:
         raise ValueError("--coordinator, --num-processes and --process-id need --distributed")
     if args.distributed:
-        multihost.initialize(*cluster)
+        _join_cluster(args, cluster)
     run = _run_config(args)
     _compile_cache(args)
     try:

@@ -88,3 +88,35 @@ def test_train_writes_run_directory(tmp_path):
         assert key in saved
     assert saved["env_steps"] >= 4000 and saved["solved_at_step"] is None
     assert "steps/s" in proc.stderr  # the progress display
+
+
+@pytest.mark.slow
+def test_distributed_with_an_unreachable_coordinator_gives_up_in_one_line(tmp_path):
+    import signal
+    import time
+
+    args = [sys.executable, "-m", "rljax.run.cli", "train", "cartpole-a2c", "--distributed",
+            "--coordinator", "127.0.0.1:9", "--num-processes", "2", "--process-id", "1",
+            "--logdir", str(tmp_path)]
+    proc = subprocess.run(args + ["--init-timeout", "3"], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert lines[-1] == ("rljax: error: could not join the coordinator 127.0.0.1:9 within 3 s "
+                         "(is every process started, and the coordinator's address "
+                         "reachable?)"), proc.stderr
+    assert "Traceback" not in proc.stderr and "Check failure" not in proc.stderr
+    # Ctrl-C while it waits stops it at once
+    waiting = subprocess.Popen(args + ["--init-timeout", "100"], stderr=subprocess.PIPE,
+                               stdout=subprocess.DEVNULL, text=True)
+    for line in waiting.stderr:
+        if "joining the coordinator" in line:
+            break
+    time.sleep(1.0)
+    start = time.monotonic()
+    waiting.send_signal(signal.SIGINT)
+    err = waiting.stderr.read()
+    assert waiting.wait(timeout=30) == 130, err
+    assert time.monotonic() - start < 10
+    assert "stopped while joining the cluster; nothing was started" in err
+    assert not os.listdir(tmp_path)
