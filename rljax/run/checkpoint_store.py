@@ -43,6 +43,7 @@ import logging
 import os
 import shutil
 import sys
+import threading
 import zlib
 from collections.abc import Iterator
 from typing import Any, NamedTuple
@@ -277,20 +278,34 @@ def _check_space(folder: str, arrays: dict[str, jax.Array]) -> None:
 
 @contextlib.contextmanager
 def _quiet_teardown() -> Iterator[None]:
-    """Drops the "Event loop is closed" errors that tensorstore's callbacks print when a
-    failed save has closed orbax's event loop under writes still in flight (the failure
-    itself is raised and reported); everything else goes to the usual hook."""
-    previous = sys.excepthook
+    """Drops what a failed save's leftovers print (the failure itself is raised and
+    reported in one line): the "Event loop is closed" errors of tensorstore's callbacks
+    under writes still in flight, and the tracebacks asyncio logs for orbax's tasks that
+    failed or were dropped. After a failure they stay dropped for the rest of the
+    process, since those leftovers print later (when collected, at exit); everything else
+    goes to the usual hooks."""
+    previous, previous_thread = sys.excepthook, threading.excepthook
+    closed = lambda kind, value: kind is RuntimeError and str(value) == "Event loop is closed"
 
     def hook(kind, value, tb):
-        if not (kind is RuntimeError and str(value) == "Event loop is closed"):
+        if not closed(kind, value):
             previous(kind, value, tb)
 
-    sys.excepthook = hook
+    def thread_hook(args):
+        if not closed(args.exc_type, args.exc_value):
+            previous_thread(args)
+
+    sys.excepthook, threading.excepthook = hook, thread_hook
+    asyncio_log = logging.getLogger("asyncio")
+    level = asyncio_log.level
+    asyncio_log.setLevel(logging.CRITICAL + 1)
     try:
         yield
-    finally:
-        sys.excepthook = previous
+    except BaseException:
+        raise  # leave the hooks and the asyncio logger quiet
+    else:
+        sys.excepthook, threading.excepthook = previous, previous_thread
+        asyncio_log.setLevel(level)
 
 
 def write(folder: str, step: int, arrays: dict[str, jax.Array], manifest: dict,

@@ -302,11 +302,28 @@ def _cmd_train(args: argparse.Namespace) -> int:
         print(f"rljax: error: {e}", file=sys.stderr)
         return 1
     except OSError as e:  # writing the run directory failed (a full disk, ...)
-        print(f"rljax: error: {e}", file=sys.stderr)
+        print(f"rljax: error: {_write_failure(e, args.signals.run_dir)}", file=sys.stderr)
         return 1
     if multihost.is_writer():
         print(json.dumps({"run_dir": result.run_dir, **result.summary}, indent=2))
     return 0
+
+
+def _write_failure(error: OSError, run_dir: str | None) -> str:
+    """One line for a failed write of the run directory: what, why, and what is kept."""
+    import errno
+
+    from rljax.run.stopping import newest_step
+
+    what = error.filename or (f"the run directory {run_dir}" if run_dir else
+                              "the run directory")
+    code = errno.errorcode.get(error.errno or 0)
+    why = f"{error.strerror or error}" + (f" [errno {code}]" if code else "")
+    step = newest_step(run_dir) if run_dir else None
+    kept = (f"the checkpoint of env step {step:,} in {run_dir} is kept (resume with: "
+            f"rljax train --resume {shlex.quote(run_dir)})" if step is not None else
+            "no checkpoint had been saved")
+    return f"could not write {what}: {why}; {kept}"
 
 
 def _cmd_plot(args: argparse.Namespace) -> int:
