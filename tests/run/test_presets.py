@@ -95,3 +95,17 @@ def test_presets_command_lists_every_preset(capsys):
 
     for algo in ALGORITHMS.values():
         assert f"{algo.name}: {algo.description}" in lines
+
+
+def test_cartpole_pqn_note_and_readme_give_the_same_figures():
+    import pathlib
+    import re
+
+    from rljax.run.presets import PRESETS
+
+    readme = (pathlib.Path(__file__).resolve().parents[2] / "README.md").read_text()
+    row = next(line for line in readme.splitlines() if line.startswith("| `cartpole-pqn` "))
+    note = PRESETS["cartpole-pqn"].notes
+    ranges = lambda text: set(re.findall(r"\d+-\d+k", text))
+    assert ranges(row) and ranges(row) <= ranges(note), (row, note)
+    assert "10 of 16" in row and "10 of 16" in note
