@@ -30,7 +30,7 @@ def first_row_s(preset: str, env: dict, logdir: str, timeout: float = 300.0) -> 
     proc = subprocess.Popen([sys.executable, "-m", "rljax.run.cli", "train", preset,
                              "--logdir", logdir, "--no-tensorboard"],
                             stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
-                            env=env)
+                            env=env, cwd=os.path.dirname(logdir))  # rljax from PYTHONPATH
     phases: list[str] = []
     try:
         for line in proc.stderr:
