@@ -236,6 +236,7 @@ def _join_cluster(args: argparse.Namespace, cluster: tuple) -> None:
 
     from rljax.parallel import multihost
 
+    multihost.check_cluster(*cluster)
     timeout = args.init_timeout
     if not timeout > 0:
         raise ValueError(f"--init-timeout must be a number of seconds > 0, got {timeout}")
