@@ -34,8 +34,8 @@ def _left(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("delay,twice", [(0.6, False), (2.5, False),
-                                         (5.0, False), (3.0, True), (25.0, False)])
+@pytest.mark.parametrize("delay,twice", [(0.6, False), (2.5, False), (5.0, False),
+                                         (3.0, True)])
 def test_sigint_at_any_moment_exits_130_cleanly(tmp_path, delay, twice):
     code, err = _interrupt(tmp_path, delay, twice)
     assert code == 130, err
@@ -43,6 +43,7 @@ def test_sigint_at_any_moment_exits_130_cleanly(tmp_path, delay, twice):
     assert "metrics so far are in the run directory" not in err
     left = _left(tmp_path)
     assert all(left), (left, err)  # every run directory left can be resumed
+    # (a signal once training runs saves a checkpoint: tests/run/test_resume.py)
     if left:
         assert "resume with: rljax train --resume" in err, err
     else:
