@@ -7,12 +7,12 @@ print one line ``rljax: error: ...`` and exit with status 2.
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import functools
 import json
 import shlex
 import sys
 import time
+
+from rljax.run import cli_extras
 
 EXIT_USAGE = 2
 _STARTED = time.perf_counter()  # the command's start, for the summary's startup_s
@@ -113,41 +113,6 @@ def _add_other_commands(sub) -> None:
     sub.add_parser("presets", help="list presets with their env, agent and key hyperparameters")
 
 
-def _preset_params(preset) -> str:
-    cfg = dataclasses.asdict(preset.run.config)
-    keys = preset.key_params or tuple(cfg)
-    if cfg.get("noisy"):  # NoisyNet explores: its epsilon schedule is unused
-        keys = [k for k in keys if k != "epsilon"]
-    return ", ".join(f"{k}={cfg[k]}" for k in keys)
-
-
-def _cmd_presets() -> int:
-    import shutil
-    import textwrap
-
-    from rljax.run.presets import PRESETS
-    from rljax.run.registry import ALGORITHMS
-
-    width = max(60, shutil.get_terminal_size((100, 24)).columns - 1)
-    wrap = functools.partial(textwrap.fill, width=width, initial_indent="    ",
-                             subsequent_indent="    ", break_long_words=False,
-                             break_on_hyphens=False)
-    rows = [(p.name, p.run.env_id, p.run.algo, f"{p.run.total_steps:,}") for p in
-            PRESETS.values()]
-    w = [max(len(r[i]) for r in rows + [("preset", "env", "agent")]) + 2 for i in range(3)]
-    print(f"{'preset':<{w[0]}}{'env':<{w[1]}}{'agent':<{w[2]}}{'steps':>12}")
-    print(wrap("key hyperparameters, then notes"))
-    for (name, env, algo, steps), p in zip(rows, PRESETS.values(), strict=True):
-        print(f"{name:<{w[0]}}{env:<{w[1]}}{algo:<{w[2]}}{steps:>12}")
-        print(wrap(_preset_params(p)))
-        if p.notes:
-            print(wrap(f"({p.notes})"))
-    print()
-    for a in ALGORITHMS.values():
-        print(textwrap.fill(f"{a.name}: {a.description}", width=width, subsequent_indent="  "))
-    return 0
-
-
 def _resume_command(args: argparse.Namespace, run_dir: str) -> str:
     """The short command that continues ``run_dir``, shell-quoted."""
     words = ["rljax", "train", "--resume", run_dir]
@@ -226,48 +191,6 @@ def _compile_cache(args: argparse.Namespace) -> None:
     startup.enable_compile_cache()
 
 
-def _join_cluster(args: argparse.Namespace, cluster: tuple) -> None:
-    """Joins the multi-process run, giving up after ``--init-timeout`` seconds with one line.
-    JAX waits in C++ (where no Python signal handler runs, and it aborts the process when its
-    own deadline passes), so it waits in a thread while this one watches the clock and
-    Ctrl-C."""
-    import os
-    import threading
-
-    from rljax.parallel import multihost
-
-    multihost.check_cluster(*cluster)
-    timeout = args.init_timeout
-    if not timeout > 0:
-        raise ValueError(f"--init-timeout must be a number of seconds > 0, got {timeout}")
-    where = f"the coordinator {cluster[0]}" if cluster[0] else "the cluster JAX detects"
-    print(f"rljax: joining {where} (giving up after {timeout:g} s)", file=sys.stderr)
-    done, failed = threading.Event(), []
-
-    def join():
-        try:  # JAX's own deadline comes after ours, so ours says what happened
-            multihost.initialize(*cluster, timeout=timeout + 60)
-        except BaseException as e:  # noqa: BLE001 - re-raised in the main thread
-            failed.append(e)
-        finally:
-            done.set()
-
-    threading.Thread(target=join, daemon=True).start()
-    phase, args.signals.phase = args.signals.phase, None
-    deadline = time.monotonic() + timeout
-    while not done.wait(0.1):
-        stopped = args.signals.received is not None
-        if stopped or time.monotonic() > deadline:
-            print("rljax: stopped while joining the cluster; nothing was started" if stopped
-                  else f"rljax: error: could not join {where} within {timeout:g} s (is every "
-                  "process started, and the coordinator's address reachable?)",
-                  file=sys.stderr, flush=True)
-            os._exit(130 if stopped else 1)
-    args.signals.phase = phase
-    if failed:
-        raise failed[0]
-
-
 def _cmd_train(args: argparse.Namespace) -> int:
     from rljax.parallel import multihost
     from rljax.run.checkpoint import SaveError
@@ -280,7 +203,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     if any(v is not None for v in cluster) and not args.distributed:
         raise ValueError("--coordinator, --num-processes and --process-id need --distributed")
     if args.distributed:
-        _join_cluster(args, cluster)
+        cli_extras.join_cluster(args, cluster)
     run = _run_config(args)
     _compile_cache(args)
     try:
@@ -303,28 +226,11 @@ def _cmd_train(args: argparse.Namespace) -> int:
         print(f"rljax: error: {e}", file=sys.stderr)
         return 1
     except OSError as e:  # writing the run directory failed (a full disk, ...)
-        print(f"rljax: error: {_write_failure(e, args.signals.run_dir)}", file=sys.stderr)
+        print(f"rljax: error: {cli_extras.write_failure(e, args.signals.run_dir)}", file=sys.stderr)
         return 1
     if multihost.is_writer():
         print(json.dumps({"run_dir": result.run_dir, **result.summary}, indent=2))
     return 0
-
-
-def _write_failure(error: OSError, run_dir: str | None) -> str:
-    """One line for a failed write of the run directory: what, why, and what is kept."""
-    import errno
-
-    from rljax.run.stopping import newest_step
-
-    what = error.filename or (f"the run directory {run_dir}" if run_dir else
-                              "the run directory")
-    code = errno.errorcode.get(error.errno or 0)
-    why = f"{error.strerror or error}" + (f" [errno {code}]" if code else "")
-    step = newest_step(run_dir) if run_dir else None
-    kept = (f"the checkpoint of env step {step:,} in {run_dir} is kept (resume with: "
-            f"rljax train --resume {shlex.quote(run_dir)})" if step is not None else
-            "no checkpoint had been saved")
-    return f"could not write {what}: {why}; {kept}"
 
 
 def _cmd_plot(args: argparse.Namespace) -> int:
@@ -391,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
 def _dispatch(args: argparse.Namespace) -> int:
     try:
         if args.command == "presets":
-            return _cmd_presets()
+            return cli_extras.list_presets()
         if args.command == "plot":
             return _cmd_plot(args)
         if args.command == "eval":
