@@ -14,6 +14,10 @@ import sys
 # Set in the environment, so subprocess tests inherit both; runs outside the tests keep
 # the defaults.
 os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
+# The CLI and API keep compiled programs in JAX's persistent compilation cache
+# (~/.cache/rljax/jax); the tests compile afresh and leave the user's cache alone, except
+# those that test the cache (with a folder of their own).
+os.environ.setdefault("RLJAX_COMPILE_CACHE", "0")
 if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = (f"{os.environ.get('XLA_FLAGS', '')} "
                                "--xla_backend_optimization_level=1").strip()

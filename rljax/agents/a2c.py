@@ -252,7 +252,8 @@ def make_a2c(config: A2CConfig, spec: EnvSpec, *,
     if not spec.discrete:
         raise ValueError(
             f"A2C in rljax needs a discrete action space, but {spec.task_id} has continuous "
-            f"actions of shape {spec.action_shape}; use a continuous-control agent (DDPG)")
+            f"actions of shape {spec.action_shape}; use an agent that takes continuous "
+            "actions: DDPG, TD3, SAC or PPO")
     return Agent(
         init=functools.partial(init, config, spec, grad_transform=grad_transform),
         act=functools.partial(act, config, spec),

@@ -11,6 +11,7 @@ others can read when resuming.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import jax
@@ -18,15 +19,27 @@ import numpy as np
 
 
 def initialize(coordinator: str | None = None, num_processes: int | None = None,
-               process_id: int | None = None) -> None:
+               process_id: int | None = None, timeout: float | None = None) -> None:
     """Joins a multi-process run: ``jax.distributed.initialize`` with the given
     coordinator ``host:port``, process count and this process's id, or, all None, the
     values JAX detects from the cluster environment (SLURM, Cloud TPU, ...). On CPU the
-    cross-process collectives use gloo. Call before any other JAX call.
+    cross-process collectives use gloo. Call before any other JAX call. ``timeout``: JAX's
+    ``initialization_timeout`` in seconds (default: JAX's, 300), after which JAX aborts
+    the process.
 
     Raises:
         ValueError: only some of the three values are given, or they are out of range.
     """
+    check_cluster(coordinator, num_processes, process_id)
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    options = {} if timeout is None else {"initialization_timeout": max(1, math.ceil(timeout))}
+    jax.distributed.initialize(coordinator_address=coordinator, num_processes=num_processes,
+                               process_id=process_id, **options)
+
+
+def check_cluster(coordinator: str | None, num_processes: int | None,
+                  process_id: int | None) -> None:
+    """Raises ValueError unless all three are given and in range, or none is."""
     given = [v is not None for v in (coordinator, num_processes, process_id)]
     if any(given) and not all(given):
         raise ValueError("give all of coordinator (host:port), num_processes and process_id, "
@@ -40,9 +53,6 @@ def initialize(coordinator: str | None = None, num_processes: int | None = None,
         if not isinstance(process_id, int) or not 0 <= process_id < num_processes:
             raise ValueError(f"process_id must be an integer in [0, {num_processes}), "
                              f"got {process_id!r}")
-    jax.config.update("jax_cpu_collectives_implementation", "gloo")
-    jax.distributed.initialize(coordinator_address=coordinator, num_processes=num_processes,
-                               process_id=process_id)
 
 
 def is_writer() -> bool:

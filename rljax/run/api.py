@@ -13,13 +13,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import time
 from typing import Any
 
 import jax
 import numpy as np
 
 from rljax import validate
-from rljax.run import checkpoint, preflight
+from rljax.run import checkpoint, preflight, resuming, startup
 from rljax.run.build import build
 from rljax.run.config import RunConfig, from_preset, override
 from rljax.run.driver import train_run
@@ -83,6 +84,11 @@ class Run:
         if not single and obs.shape[1:] != self.spec.obs_shape:
             raise ValueError(f"observation shape {obs.shape} does not match the run's "
                              f"{self.spec.obs_shape} (or a batch of them)")
+        if obs.dtype.kind not in "biuf":
+            raise ValueError(f"observations must be numbers, got dtype {obs.dtype}")
+        if obs.dtype.kind == "f" and not np.all(np.isfinite(obs)):
+            raise ValueError("observation holds NaN or infinite values; the policy's action "
+                             "for it would be meaningless")
         batch = (obs[None] if single else obs).astype(self.spec.obs_dtype)
         if self.agent.policy_init is None:
             action = np.asarray(self._greedy(self.params, batch))
@@ -111,7 +117,8 @@ class Run:
 
 
 def train(preset_or_config: str | Preset | RunConfig | None = None, *, progress: bool = False,
-          run_dir: str | None = None, resume: str | None = None, **overrides: Any) -> Run:
+          run_dir: str | None = None, resume: str | None = None,
+          from_checkpoint: int | None = None, **overrides: Any) -> Run:
     """Trains an agent and returns the :class:`Run`.
 
     Args:
@@ -122,6 +129,9 @@ def train(preset_or_config: str | Preset | RunConfig | None = None, *, progress:
         run_dir: run directory (default: a new folder under ``logdir``).
         resume: a run directory to continue from its newest checkpoint; only the fields
             of :data:`rljax.run.checkpoint.RESUMABLE_CHANGES` may differ from it.
+        from_checkpoint: with ``resume``, the env step of the checkpoint to continue from
+            instead of the newest (say, the intact one before a corrupted newest); the
+            newer ones are moved to ``RUN_DIR/checkpoint.superseded/``.
         **overrides: ``env``, ``total_steps``, ``seed``, ``num_envs``, ``num_seeds``,
             ``sweep`` (``"field=v1,v2"`` or ``("field", [v1, v2])``), ``devices``,
             ``logdir``, ``eval_every``, ``eval_episodes``, ``checkpoint_every``,
@@ -129,11 +139,12 @@ def train(preset_or_config: str | Preset | RunConfig | None = None, *, progress:
             ``tensorboard``, ``wandb_project`` and any field of the agent's config (not
             with a RunConfig).
     """
+    started = time.perf_counter()
     preflight.check_api_call(preset_or_config, overrides, progress)
     if preset_or_config is None:
         if resume is None:
             raise ValueError("train needs a preset or RunConfig, or resume=RUN_DIR")
-        run = override(checkpoint.saved_run(resume), **overrides)
+        run = override(checkpoint.saved_run(resume, from_checkpoint), **overrides)
     elif isinstance(preset_or_config, RunConfig):
         if overrides:
             raise ValueError("overrides apply to presets; pass a complete RunConfig instead "
@@ -141,13 +152,17 @@ def train(preset_or_config: str | Preset | RunConfig | None = None, *, progress:
         run = preset_or_config
     else:
         run = from_preset(preset_or_config, **overrides)
-    result = train_run(run, run_dir=run_dir, progress=progress, resume=resume)
+    startup.enable_compile_cache()
+    result = train_run(run, run_dir=run_dir, progress=progress, resume=resume,
+                       started=started, from_checkpoint=from_checkpoint)
     return Run(result.run_dir, run, result.state, result.metrics, result.summary,
                result.agent, result.spec)
 
 
-def load(run_dir: str) -> Run:
-    """Loads a run directory (config and checkpoint) as a :class:`Run`.
+def load(run_dir: str, from_checkpoint: int | None = None) -> Run:
+    """Loads a run directory (config and the checkpoint of env step ``from_checkpoint``,
+    default the newest) as a :class:`Run`. A corrupted checkpoint is refused naming the
+    intact earlier one, which ``from_checkpoint`` then loads.
 
     Raises:
         ValueError: not a run directory, or its checkpoint is missing or unusable.
@@ -161,9 +176,11 @@ def load(run_dir: str) -> Run:
     except (KeyError, TypeError, AttributeError) as e:
         raise ValueError(f"{path} is not an rljax run config ({type(e).__name__}: "
                          f"{e})") from None
-    checkpoint.check_compatible(checkpoint.read_manifest(run_dir), run.to_dict())
+    step = from_checkpoint
+    checkpoint.check_compatible(checkpoint.read_manifest(run_dir, step), run.to_dict())
+    startup.enable_compile_cache()
     env, agent, trainer, _ = build(run)
-    state = checkpoint.restore(run_dir, trainer.init(jax.random.key(run.seed)))
+    state = resuming.restore(run_dir, lambda: trainer.init(jax.random.key(run.seed)), step)
     metrics_path = os.path.join(run_dir, "metrics.jsonl")
     metrics = read_jsonl(metrics_path) if os.path.isfile(metrics_path) else []
     summary_path = os.path.join(run_dir, "summary.json")

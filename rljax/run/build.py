@@ -57,10 +57,11 @@ def build(run: RunConfig) -> tuple[envs.Env, Any, Trainer, int]:
     else:
         env = envs.make(run.env_id, run.config.num_envs, run.seed, num_seeds=len(members),
                         member_seeds=[s for s, _ in members], **dict(run.env_options))
-    agent = algo.make_agent(run.config, env.spec)
+    preflight.check_values(run, env.spec)
+    agent = _make_agent(algo, run.config, env.spec)
 
     def make_trainer(config):
-        member_agent = agent if config is run.config else algo.make_agent(config, env.spec)
+        member_agent = agent if config is run.config else _make_agent(algo, config, env.spec)
         return algo.make_trainer(member_agent, env, config, _updates_per_chunk(run),
                                  run.threshold)
 
@@ -82,6 +83,13 @@ def build(run: RunConfig) -> tuple[envs.Env, Any, Trainer, int]:
         trainer = sweep.checked_init(trainer, run.sweep[0])  # traced at init instead
     preflight.warn_if_never_learning(run)
     return env, agent, trainer, num_chunks
+
+
+def _make_agent(algo, config, spec, **options):
+    """The algorithm's agent with ``init`` jitted: one compiled program (cached by the
+    compilation cache) instead of hundreds of eager operations, with the same result."""
+    agent = algo.make_agent(config, spec, **options)
+    return agent._replace(init=jax.jit(agent.init))
 
 
 def _check_state(run: RunConfig, env: envs.Env, trainer: Trainer, loop: str) -> bool:
@@ -131,7 +139,9 @@ def _build_data_parallel(run: RunConfig, algo, device_list) -> tuple[envs.Env, A
     mesh = devices.device_mesh(device_list, data_parallel.AXIS)
     env = data_parallel.make_env(run.env_id, run.config.num_envs, run.seed, mesh,
                                  **dict(run.env_options))
-    agent = algo.make_agent(run.config, env.spec, **data_parallel.agent_options(algo.make_agent))
+    preflight.check_values(run, env.spec)
+    agent = _make_agent(algo, run.config, env.spec,
+                        **data_parallel.agent_options(algo.make_agent))
     trainer = algo.make_trainer(agent, env, run.config, _updates_per_chunk(run), run.threshold,
                                 split=data_parallel.split())
     num_chunks = _num_chunks(run, trainer)

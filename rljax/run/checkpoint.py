@@ -56,6 +56,14 @@ class CheckpointError(ValueError):
     """A checkpoint cannot be used: missing, corrupted, or made for another run."""
 
 
+class Corrupted(CheckpointError):
+    """A checkpoint's arrays cannot be read or fail their checksums."""
+
+    def __init__(self, message: str, step: int):
+        super().__init__(message)
+        self.step = step
+
+
 class SaveError(RuntimeError):
     """A checkpoint could not be written (a full disk, ...); the earlier ones are kept."""
 
@@ -159,17 +167,21 @@ def latest_step(run_dir: str) -> int | None:
     return steps[-1] if steps else None
 
 
-def read_manifest(run_dir: str) -> dict:
-    """The manifest of the newest checkpoint in ``run_dir``.
+def read_manifest(run_dir: str, step: int | None = None) -> dict:
+    """The manifest of checkpoint ``step`` in ``run_dir`` (default: the newest).
 
     Raises:
-        CheckpointError: there is no checkpoint, or its manifest cannot be read.
+        CheckpointError: there is no (such) checkpoint, or its manifest cannot be read.
     """
     folder = _folder(run_dir)
     try:
-        step = latest_step(run_dir)
+        steps = _store().steps(folder)
     except Exception as e:  # noqa: BLE001
         raise CheckpointError(f"checkpoint folder {folder} is unreadable: {_reason(e)}") from None
+    if step is not None and step not in steps:
+        raise CheckpointError(f"{folder} holds no checkpoint of env step {step:,}; it holds "
+                              + (", ".join(f"{s}" for s in steps) or "none"))
+    step = step if step is not None else (steps[-1] if steps else None)
     if step is None:
         if _is_legacy(run_dir):
             return _read_legacy_manifest(run_dir)
@@ -196,11 +208,12 @@ def _read_legacy_manifest(run_dir: str) -> dict:
         raise CheckpointError(f"checkpoint manifest {path} is unreadable: {e}") from None
 
 
-def saved_run(run_dir: str):
-    """The :class:`~rljax.run.config.RunConfig` the newest checkpoint was saved with."""
+def saved_run(run_dir: str, step: int | None = None):
+    """The :class:`~rljax.run.config.RunConfig` checkpoint ``step`` (default: the newest)
+    was saved with."""
     from rljax.run.config import RunConfig
 
-    manifest = read_manifest(run_dir)
+    manifest = read_manifest(run_dir, step)
     try:
         return RunConfig.from_dict(manifest["run"])
     except (KeyError, TypeError, ValueError) as e:
@@ -293,18 +306,19 @@ def _read_targets(path: str, target: dict, saved: dict, trees: set[str]) -> dict
     return out
 
 
-def restore(run_dir: str, template):
-    """Loads the newest checkpoint into the structure of ``template`` (a fresh LoopState
-    whose envs were just reset) and returns the restored LoopState, laid out as the
-    template (sharded over devices or not).
+def restore(run_dir: str, template, step: int | None = None):
+    """Loads checkpoint ``step`` (default: the newest) into the structure of ``template``
+    (a fresh LoopState whose envs were just reset) and returns the restored LoopState, laid
+    out as the template (sharded over devices or not).
 
     The template's agent and replay arrays are freed before the checkpoint is read, so
     the state is never held twice; do not use ``template`` afterwards.
 
     Raises:
-        CheckpointError: no checkpoint, or a corrupted, truncated or foreign one.
+        CheckpointError: no checkpoint, or a corrupted, truncated (:class:`Corrupted`)
+            or foreign one.
     """
-    manifest = read_manifest(run_dir)
+    manifest = read_manifest(run_dir, step)
     if "sha256" in manifest:  # the format before orbax
         return _place(_restore_legacy(run_dir, template, manifest), template)
     store, folder, step = _store(), _folder(run_dir), manifest["env_steps"]
@@ -321,8 +335,8 @@ def restore(run_dir: str, template):
     try:
         arrays = store.read(folder, step, targets, manifest["checksums"])
     except Exception as e:  # noqa: BLE001
-        raise CheckpointError(f"checkpoint {path} is corrupted or truncated: "
-                              f"{_reason(e)}") from None
+        raise Corrupted(f"checkpoint {path} is corrupted or truncated: {_reason(e)}",
+                        step) from None
     loaded = jax.tree_util.tree_unflatten(treedef, [arrays[k] for k in named])
     loaded["memory"] = _relayout_sum_trees(target["memory"], loaded["memory"])
     placed = [x if isinstance(x, jax.Array) else multihost.put(x, shardings[k])

@@ -43,6 +43,7 @@ import logging
 import os
 import shutil
 import sys
+import threading
 import zlib
 from collections.abc import Iterator
 from typing import Any, NamedTuple
@@ -242,6 +243,10 @@ def remove_unfinished(folder: str, step: int) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
+class NewerCheckpoint(ValueError):
+    """A save that would not be the folder's newest checkpoint (orbax skips those)."""
+
+
 class NoSpace(OSError):
     """The filesystem has less free space than a checkpoint needs."""
 
@@ -273,20 +278,34 @@ def _check_space(folder: str, arrays: dict[str, jax.Array]) -> None:
 
 @contextlib.contextmanager
 def _quiet_teardown() -> Iterator[None]:
-    """Drops the "Event loop is closed" errors that tensorstore's callbacks print when a
-    failed save has closed orbax's event loop under writes still in flight (the failure
-    itself is raised and reported); everything else goes to the usual hook."""
-    previous = sys.excepthook
+    """Drops what a failed save's leftovers print (the failure itself is raised and
+    reported in one line): the "Event loop is closed" errors of tensorstore's callbacks
+    under writes still in flight, and the tracebacks asyncio logs for orbax's tasks that
+    failed or were dropped. After a failure they stay dropped for the rest of the
+    process, since those leftovers print later (when collected, at exit); everything else
+    goes to the usual hooks."""
+    previous, previous_thread = sys.excepthook, threading.excepthook
+    closed = lambda kind, value: kind is RuntimeError and str(value) == "Event loop is closed"
 
     def hook(kind, value, tb):
-        if not (kind is RuntimeError and str(value) == "Event loop is closed"):
+        if not closed(kind, value):
             previous(kind, value, tb)
 
-    sys.excepthook = hook
+    def thread_hook(args):
+        if not closed(args.exc_type, args.exc_value):
+            previous_thread(args)
+
+    sys.excepthook, threading.excepthook = hook, thread_hook
+    asyncio_log = logging.getLogger("asyncio")
+    level = asyncio_log.level
+    asyncio_log.setLevel(logging.CRITICAL + 1)
     try:
         yield
-    finally:
-        sys.excepthook = previous
+    except BaseException:
+        raise  # leave the hooks and the asyncio logger quiet
+    else:
+        sys.excepthook, threading.excepthook = previous, previous_thread
+        asyncio_log.setLevel(level)
 
 
 def write(folder: str, step: int, arrays: dict[str, jax.Array], manifest: dict,
@@ -297,16 +316,22 @@ def write(folder: str, step: int, arrays: dict[str, jax.Array], manifest: dict,
     exception propagates; :class:`NoSpace` before anything is written."""
     _check_space(folder, arrays)
     with _manager(folder, keep, write=True) as manager, _quiet_teardown():
+        newer = [s for s in manager.all_steps() if s > step]
+        if newer:  # orbax would skip the save without a word
+            raise NewerCheckpoint(f"the folder already holds a newer checkpoint (env step "
+                                  f"{max(newer):,}), so this one would not be the newest")
         if step in manager.all_steps():
             manager.delete(step)
         manifest = dict(manifest, checksums=_checksums(arrays), arrays={
             name: [list(x.shape), str(x.dtype)] for name, x in arrays.items()})
         try:
             chunks = {name: ocp.SaveArgs(chunk_byte_size=CHUNK_BYTES) for name in arrays}
-            manager.save(step, args=ocp.args.Composite(
+            saved = manager.save(step, args=ocp.args.Composite(
                 state=ocp.args.PyTreeSave(arrays, save_args=chunks),
                 manifest=ocp.args.JsonSave(manifest)))
             manager.wait_until_finished()
+            if not saved:
+                raise NewerCheckpoint(f"orbax-checkpoint declined to save env step {step:,}")
         except BaseException:
             if jax.process_index() == 0:
                 remove_unfinished(folder, step)

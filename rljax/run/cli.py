@@ -7,12 +7,15 @@ print one line ``rljax: error: ...`` and exit with status 2.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import shlex
 import sys
+import time
+
+from rljax.run import cli_extras
 
 EXIT_USAGE = 2
+_STARTED = time.perf_counter()  # the command's start, for the summary's startup_s
 
 
 class _Parser(argparse.ArgumentParser):
@@ -33,7 +36,7 @@ def _build_parser() -> argparse.ArgumentParser:
     train.add_argument("--seed", help="random seed (default 0)")
     train.add_argument("--seeds", metavar="N",
                        help="train N independent seeds (seed .. seed+N-1) in one program")
-    train.add_argument("--sweep", metavar="FIELD=V1,V2,...",
+    train.add_argument("--sweep", metavar="FIELD=V1,V2,...", action="append",
                        help="train one agent per value of a numeric hyperparameter, all in "
                             "one program (times --seeds); e.g. --sweep actor_lr=1e-4,5e-4,1e-3")
     train.add_argument("--devices", metavar="N",
@@ -58,6 +61,10 @@ def _build_parser() -> argparse.ArgumentParser:
                        help="continue the run saved in RUN_DIR from its newest checkpoint; "
                             "other options may change only the step budget, logging, "
                             "evaluation and checkpoint cadence")
+    train.add_argument("--from-checkpoint", metavar="STEP", type=int,
+                       help="with --resume: continue from the checkpoint of this env step "
+                            "instead of the newest (newer ones are moved to "
+                            "RUN_DIR/checkpoint.superseded/)")
     train.add_argument("--checkpoint-every", metavar="STEPS",
                        help="save a checkpoint every STEPS env steps (default 100000; "
                             "always at the end)")
@@ -74,7 +81,18 @@ def _build_parser() -> argparse.ArgumentParser:
                        help="do not write TensorBoard event files")
     train.add_argument("--wandb", metavar="PROJECT",
                        help="also log to this Weights & Biases project (needs wandb)")
+    train.add_argument("--no-compile-cache", action="store_true",
+                       help="do not use JAX's persistent compilation cache (default: on, in "
+                            "~/.cache/rljax/jax; also RLJAX_COMPILE_CACHE=0)")
 
+    train.add_argument("--init-timeout", metavar="SECONDS", type=float, default=60.0,
+                       help="with --distributed: give up joining the cluster after this "
+                            "long (default 60)")
+    _add_other_commands(sub)
+    return parser
+
+
+def _add_other_commands(sub) -> None:
     sub.add_parser("bench", help="benchmark suite (rljax bench --help for its options)",
                    add_help=False)
 
@@ -82,10 +100,13 @@ def _build_parser() -> argparse.ArgumentParser:
     ev.add_argument("run_dir", metavar="RUN_DIR")
     ev.add_argument("--episodes", default="10", help="number of episodes (default 10)")
     ev.add_argument("--seed", help="seed of the evaluation envs")
+    ev.add_argument("--from-checkpoint", metavar="STEP", type=int,
+                    help="evaluate the checkpoint of this env step instead of the newest")
 
     plot = sub.add_parser("plot", help="plot return against env steps for run directories")
     plot.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
-    plot.add_argument("--out", default="curve.png", help="output PNG (default curve.png)")
+    plot.add_argument("--out", help="output PNG (default: RUN_DIR/curve.png for one run, "
+                                     "curve.png in the runs' common folder for several)")
     plot.add_argument("--key", default="return_mean_100", help="metric to plot")
     plot.add_argument("--title", help="plot title")
 
@@ -93,30 +114,6 @@ def _build_parser() -> argparse.ArgumentParser:
     envs_cmd = sub.add_parser("envs", help="list the task ids of each env backend")
     envs_cmd.add_argument("--all", action="store_true",
                           help="list every envpool task too (default: a count)")
-    return parser
-
-
-def _cmd_presets() -> int:
-    from rljax.run.presets import PRESETS
-    from rljax.run.registry import ALGORITHMS
-
-    rows = []
-    for p in PRESETS.values():
-        cfg = dataclasses.asdict(p.run.config)
-        keys = p.key_params or tuple(cfg)
-        params = ", ".join(f"{k}={cfg[k]}" for k in keys)
-        rows.append((p.name, p.run.env_id, p.run.algo, f"{p.run.total_steps:,}", params,
-                     p.notes))
-    w = [max(len(r[i]) for r in rows + [("preset", "env", "agent")]) + 2 for i in range(3)]
-    print(f"{'preset':<{w[0]}}{'env':<{w[1]}}{'agent':<{w[2]}}{'steps':>12}  key hyperparameters")
-    for name, env, algo, steps, params, notes in rows:
-        print(f"{name:<{w[0]}}{env:<{w[1]}}{algo:<{w[2]}}{steps:>12}  {params}")
-        if notes:
-            print(f"{'':<{sum(w) + 12}}  ({notes})")
-    print()
-    for a in ALGORITHMS.values():
-        print(f"{a.name}: {a.description}")
-    return 0
 
 
 def _cmd_envs(args: argparse.Namespace) -> int:
@@ -186,6 +183,10 @@ def _run_config(args: argparse.Namespace):
     from rljax.run.config import from_preset, override
 
     sets = _agent_assignments(args)
+    if args.sweep is not None and len(args.sweep) > 1:
+        raise ValueError(f"--sweep given {len(args.sweep)} times ({', '.join(args.sweep)}); a "
+                         "run sweeps one field: run one sweep per field")
+    args.sweep = args.sweep[0] if args.sweep else None
     changes = dict(env=args.env, total_steps=args.total_steps, seed=args.seed,
                    num_envs=sets.pop("num_envs", args.num_envs), num_seeds=args.seeds,
                    sweep=args.sweep, devices=args.devices, logdir=args.logdir,
@@ -197,35 +198,56 @@ def _run_config(args: argparse.Namespace):
         return from_preset(args.preset, tensorboard=not args.no_tensorboard, **changes)
     if args.resume is None:
         raise ValueError("give a preset (see `rljax presets`), or --resume RUN_DIR")
-    return override(checkpoint.saved_run(args.resume),
+    return override(checkpoint.saved_run(args.resume, args.from_checkpoint),
                     tensorboard=False if args.no_tensorboard else None, **changes)
+
+
+def _compile_cache(args: argparse.Namespace) -> None:
+    import os
+
+    from rljax.run import startup
+
+    if getattr(args, "no_compile_cache", False):
+        os.environ[startup.ENV_FLAG] = "0"
+    startup.enable_compile_cache()
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
     from rljax.parallel import multihost
     from rljax.run.checkpoint import SaveError
-    from rljax.run.driver import NonFiniteError, TrainingInterrupted, train_run
+    from rljax.run.driver import NonFiniteError, NothingToDo, TrainingInterrupted, train_run
+    from rljax.run.stopping import Stopped
 
+    if args.from_checkpoint is not None and args.resume is None:
+        raise ValueError("--from-checkpoint needs --resume RUN_DIR")
     cluster = (args.coordinator, args.num_processes, args.process_id)
     if any(v is not None for v in cluster) and not args.distributed:
         raise ValueError("--coordinator, --num-processes and --process-id need --distributed")
     if args.distributed:
-        multihost.initialize(*cluster)
+        cli_extras.join_cluster(args, cluster)
     run = _run_config(args)
+    _compile_cache(args)
     try:
-        result = train_run(run, progress=not args.quiet, resume=args.resume)
+        result = train_run(run, progress=not args.quiet, resume=args.resume,
+                           started=_STARTED, signals=args.signals,
+                           from_checkpoint=args.from_checkpoint)
+    except NothingToDo as e:
+        print(f"rljax: nothing to do: {e}", file=sys.stderr)
+        return 0
     except TrainingInterrupted as e:
         print(f"rljax: {e}\nrljax: resume with: {_resume_command(args, e.run_dir)}",
               file=sys.stderr)
         return 130
-    except KeyboardInterrupt:
-        print("rljax: stopped at once; metrics so far are in the run directory", file=sys.stderr)
+    except Stopped as e:
+        resume = (f"\nrljax: resume with: {_resume_command(args, e.resumable)}"
+                  if e.resumable else "")
+        print(f"rljax: {e}{resume}", file=sys.stderr)
         return 130
     except (NonFiniteError, SaveError) as e:
         print(f"rljax: error: {e}", file=sys.stderr)
         return 1
     except OSError as e:  # writing the run directory failed (a full disk, ...)
-        print(f"rljax: error: {e}", file=sys.stderr)
+        print(f"rljax: error: {cli_extras.write_failure(e, args.signals.run_dir)}", file=sys.stderr)
         return 1
     if multihost.is_writer():
         print(json.dumps({"run_dir": result.run_dir, **result.summary}, indent=2))
@@ -233,13 +255,18 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 
 def _cmd_plot(args: argparse.Namespace) -> int:
-    from rljax.run.plotting import check_run_dir, plot_runs
+    from rljax.run.plotting import check_run_dir, default_out, plot_runs
 
-    if not args.out.lower().endswith(".png"):
+    if args.out is not None and not args.out.lower().endswith(".png"):
         raise ValueError(f"--out must name a .png file, got {args.out!r}")
     for run_dir in args.run_dirs:
         check_run_dir(run_dir)
-    print(plot_runs(args.run_dirs, args.out, key=args.key, title=args.title))
+    notes: list[str] = []
+    out = plot_runs(args.run_dirs, args.out or default_out(args.run_dirs, args.key),
+                    key=args.key, title=args.title, notes=notes)
+    for line in notes:
+        print(f"rljax: {line}", file=sys.stderr)
+    print(out)
     return 0
 
 
@@ -254,7 +281,8 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     seed = None if args.seed is None else _coerce("seed", int, args.seed)
     validate.integer("episodes", episodes, low=1)
     validate.integer("seed", seed, low=0, high=validate.INT32_LIMIT - 1, optional=True)
-    run = load(args.run_dir)
+    _compile_cache(args)
+    run = load(args.run_dir, args.from_checkpoint)
     result = evaluate(run, episodes=episodes, seed=seed)
     print(json.dumps({"run_dir": args.run_dir, "env_id": run.config.env_id,
                       "env_steps": int(np.ravel(run.state.env_steps)[0]), **result},
@@ -270,8 +298,27 @@ def main(argv: list[str] | None = None) -> int:
         return bench.main(argv[1:])
     args = _build_parser().parse_args(argv)
     try:
+        if args.command != "train":
+            return _dispatch(args)
+        from rljax.run.stopping import StopSignals
+
+        # From here on a Ctrl-C is a flag that the run checks between its phases and
+        # chunks, never an exception inside an import, a compile or an XLA call.
+        with StopSignals(hard=True) as args.signals:
+            return _dispatch(args)
+    except KeyboardInterrupt:  # before a run installed its own handler: nothing started
+        import signal
+
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C: we are leaving
+        print(f"\nrljax: stopped; {args.command} had not begun, nothing was saved",
+              file=sys.stderr)
+        return 130
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    try:
         if args.command == "presets":
-            return _cmd_presets()
+            return cli_extras.list_presets()
         if args.command == "envs":
             return _cmd_envs(args)
         if args.command == "plot":

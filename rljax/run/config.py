@@ -351,6 +351,11 @@ def override(base: RunConfig, *, env: str | None = None, total_steps: int | None
         sweep = parse_sweep(sweep)
     if sweep is not None:
         changes["sweep"] = _coerce_sweep(algo.config_cls, *sweep)
+        if changes["sweep"][0] in overrides and changes["sweep"][0] != "num_envs":
+            # (a num_envs sweep is refused on its own: it sets the pool's size)
+            field = changes["sweep"][0]
+            raise ValueError(f"{field} is both swept and set (sweep {field}=... and "
+                             f"{field}={overrides[field]}); the sweep sets it, so give one")
     if env is not None and (env != base.env_id or base.threshold is None):
         # A preset's threshold is for its own task; another task brings its own.
         changes["threshold"] = _task_threshold(env)

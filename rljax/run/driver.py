@@ -12,9 +12,9 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import signal
-import threading
+import sys
 import time
+import warnings
 from typing import Any, NamedTuple
 
 import jax
@@ -25,7 +25,7 @@ from rljax.envs import native
 from rljax.envs.stats import last_episodes
 from rljax.loops.state import LoopState, Trainer
 from rljax.parallel import multihost
-from rljax.run import checkpoint, rundir
+from rljax.run import checkpoint, resuming, rundir, startup, stopping
 from rljax.run.build import build
 from rljax.run.config import RunConfig
 from rljax.run.logging import JsonlWriter, Progress, Sinks, TensorBoardSink, WandbSink
@@ -61,31 +61,11 @@ class TrainingInterrupted(Exception):
         self.env_steps = env_steps
 
 
+NothingToDo = resuming.NothingToDo
+
+
 class NonFiniteError(RuntimeError):
     """A loss or parameter became NaN or infinite."""
-
-
-class _StopSignals:
-    """Turns SIGINT/SIGTERM into a flag checked between chunks (main thread only)."""
-
-    def __init__(self):
-        self.received: int | None = None
-        self._previous: dict = {}
-
-    def __enter__(self):
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                self._previous[sig] = signal.signal(sig, self._handle)
-        return self
-
-    def _handle(self, signum, frame):
-        if self.received is not None:  # a second Ctrl-C: stop now
-            raise KeyboardInterrupt
-        self.received = signum
-
-    def __exit__(self, *exc):
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
 
 
 @jax.jit
@@ -182,6 +162,8 @@ class _Host:
         self.prev_extras = [None if extras is None else rundir.member_slice(
             extras, k, self.num_seeds) for k in range(self.num_seeds)]
         self.train_start = self.period_start = time.perf_counter()
+        self.started = start
+        self.first_row_at: float | None = None
 
     def _eval_after(self, env_steps: int) -> int:
         return (env_steps // self.run.eval_every + 1) * self.run.eval_every
@@ -204,6 +186,8 @@ class _Host:
                                                          state.env_steps, state.env.extras))
         env_steps = int(np.ravel(steps)[0])
         now = time.perf_counter()
+        if self.first_row_at is None:
+            self.first_row_at = now
         n = self.num_seeds
         base = {"env_steps": env_steps, "wall_time_s": now - self.start,
                 "sps": n * len(self.pending) * self.steps_per_chunk / max(
@@ -252,31 +236,10 @@ class _Host:
             sink.close()
 
 
-def _claim_run_dir(run: RunConfig, run_dir: str | None, resume: str | None, writer: bool,
-                   stack: contextlib.ExitStack) -> str | None:
-    """Checks that ``resume`` may continue as ``run`` (taking its lock first, so that a
-    directory in use is refused before anything else), or that ``run_dir`` holds no
-    checkpoint that a fresh run would mix with; returns the run directory."""
-    if resume is not None:
-        if not os.path.isdir(resume):
-            raise checkpoint.CheckpointError(f"no checkpoint in {resume!r} (no such directory)")
-        if writer:
-            stack.enter_context(rundir.lock(resume))
-        checkpoint.check_compatible(checkpoint.read_manifest(resume),
-                                    rundir.manifest(run)["run"])
-        return resume
-    if run_dir is not None and os.path.isdir(os.path.join(run_dir, checkpoint.CHECKPOINT_DIR)):
-        try:
-            steps = checkpoint.read_manifest(run_dir)["env_steps"]
-        except checkpoint.CheckpointError:
-            return run_dir
-        raise ValueError(f"run directory {run_dir} already holds a checkpoint (env step "
-                         f"{steps:,}); continue it with resume, or choose another directory")
-    return run_dir
-
-
 def train_run(run: RunConfig, *, run_dir: str | None = None, progress: bool = True,
-              resume: str | None = None) -> RunResult:
+              resume: str | None = None, started: float | None = None,
+              signals: stopping.StopSignals | None = None,
+              from_checkpoint: int | None = None) -> RunResult:
     """Trains as ``run`` says, writing the run directory; returns a :class:`RunResult`.
 
     The run directory is locked while the run trains in it (``RUN_DIR/.lock``).
@@ -289,9 +252,17 @@ def train_run(run: RunConfig, *, run_dir: str | None = None, progress: bool = Tr
             must match ``run`` except for the fields of
             :data:`rljax.run.checkpoint.RESUMABLE_CHANGES`). Metrics rows logged after
             that checkpoint are dropped, so the resumed rows follow on.
+        started: ``time.perf_counter()`` when the command started (default: now); the
+            summary's ``startup_s`` counts from it to the first metrics row.
+        from_checkpoint: with ``resume``, the env step of the checkpoint to continue from
+            (default: the newest); newer ones are moved to ``RUN_DIR/checkpoint.superseded``.
+        signals: the SIGINT/SIGTERM handler to use, already entered (the command line
+            enters one before anything else; see :mod:`rljax.run.stopping`); default: one
+            of its own while the run lasts.
 
     Raises:
         TrainingInterrupted: SIGINT/SIGTERM arrived; a checkpoint was saved first.
+        rljax.run.stopping.Stopped: SIGINT/SIGTERM arrived during start-up, or twice.
         NonFiniteError: a loss or parameter became non-finite; the last finite
             checkpoint is kept.
         rljax.run.checkpoint.CheckpointError: ``resume`` does not hold a usable checkpoint.
@@ -299,59 +270,112 @@ def train_run(run: RunConfig, *, run_dir: str | None = None, progress: bool = Tr
         rljax.run.rundir.RunDirInUse: another process trains in the run directory.
     """
     start = time.perf_counter()
+    started = start if started is None else started
     # Across processes the first one writes the run directory; all take part in the
     # collectives that fetch the state (multihost.fetch) and write their own shards of
     # each checkpoint into the first one's run directory.
     writer = multihost.is_writer()
+    phases = startup.Phases(f"[{run.preset or run.algo}] ", enabled=progress and writer)
     with contextlib.ExitStack() as stack:
-        run_dir = _claim_run_dir(run, run_dir, resume, writer, stack)
+        stop = signals or stack.enter_context(stopping.StopSignals())
+        stop.check()
+        try:
+            return _start_and_train(run, run_dir, (resume, from_checkpoint), writer, phases,
+                                    stop, stack, start, started, progress)
+        except KeyboardInterrupt:  # a second signal (the Python API)
+            left, resumable = stopping.what_is_left(stop.run_dir, stop.created)
+            raise stopping.Stopped(f"stopped at once; {left}", resumable) from None
+        except stopping.Stopped:
+            raise
+        except BaseException:
+            if stop.phase is not None:  # failed during start-up: remove an empty run dir
+                stopping.what_is_left(stop.run_dir, stop.created)
+            raise
+
+
+def _start_and_train(run: RunConfig, run_dir: str | None, resume_from: tuple, writer: bool,
+                     phases: startup.Phases, stop: stopping.StopSignals,
+                     stack: contextlib.ExitStack, start: float, started: float,
+                     progress: bool) -> RunResult:
+    stack.enter_context(phases.clock)
+    resume, step = resume_from
+    run, run_dir = resuming.claim_run_dir(run, run_dir, resume, writer, stack, step)
+    with _phase(phases, stop, "building envs and agent"), warnings.catch_warnings():
+        if resume is not None:  # resuming.keep_schedules has said it in its own line
+            warnings.filterwarnings("ignore", message="the learning rate anneals to 0")
         env, agent, trainer, num_chunks = build(run)
-        if writer:
-            run_dir = rundir.open_run_dir(run, run_dir)
-            if resume is None:
-                stack.enter_context(rundir.lock(run_dir))
-        shared_dir = rundir.share_path(run_dir)
-        state = trainer.init(jax.random.key(run.seed))
+    if writer:
+        stop.created = resume is None and (run_dir is None or not os.path.isdir(run_dir))
+        run_dir = rundir.open_run_dir(run, run_dir)
+        stop.run_dir = run_dir
+        if resume is None:
+            stack.enter_context(rundir.lock(run_dir))
+    shared_dir = rundir.share_path(run_dir)
+    with _phase(phases, stop, "initializing" if resume is None else
+                "restoring the checkpoint"):
+        def fresh():
+            return trainer.init(jax.random.key(run.seed))
+
+        state = fresh() if resume is None else resuming.restore(resume, fresh, step)
         if resume is not None:
-            state = checkpoint.restore(resume, state)
+            if writer and step is not None:
+                _say_set_aside(run_dir, resuming.set_aside_newer(run_dir, step))
             if writer:
                 # wall_time_s goes on from the last row kept, not from zero.
                 start -= rundir.drop_rows_after(
                     run_dir, run, int(np.ravel(multihost.fetch(state.env_steps))[0]))
-        compile_start = time.perf_counter()
+        jax.block_until_ready(state)
+    with _phase(phases, stop, "compiling"):
         chunk = trainer.chunk.lower(state).compile()
-        compile_time = time.perf_counter() - compile_start
-        host = _Host(run, shared_dir, agent, trainer, num_chunks, state, start, writer,
-                     progress)
-        state, summary = _train(run, shared_dir, host, chunk, state, compile_time, writer)
+    host = _Host(run, shared_dir, agent, trainer, num_chunks, state, start, writer, progress)
+    host.started = started
+    stop.phase = None
+    state, summary = _train(run, shared_dir, host, chunk, state, phases.clock, writer, stop)
     return RunResult(run_dir if writer else None, state, summary, host.rows, agent, env.spec)
 
 
+def _say_set_aside(run_dir: str, steps: list[int]) -> None:
+    if steps:
+        print(f"rljax: resuming from an earlier checkpoint: moved the newer ones (env step "
+              f"{', '.join(f'{s:,}' for s in steps)}) to {run_dir}/{resuming.SUPERSEDED}",
+              file=sys.stderr)
+
+
+@contextlib.contextmanager
+def _phase(phases: startup.Phases, stop: stopping.StopSignals, name: str):
+    """A start-up phase: drawn with its time; a signal that arrived during it stops the
+    run once it ends."""
+    stop.phase = name
+    with phases.phase(name):
+        yield
+    stop.check()
+
+
 def _train(run: RunConfig, run_dir: str, host: _Host, chunk: Any, state: LoopState,
-           compile_time: float, writer: bool) -> tuple[LoopState, dict]:
+           clock: startup.CompileClock, writer: bool,
+           stop: stopping.StopSignals) -> tuple[LoopState, dict]:
     """Runs the chunks; returns the final state and the summary (written even when
     training stops early)."""
     manifest = rundir.manifest(run)
     interrupted = failed = False
     try:
-        with _StopSignals() as stop:
-            for i in range(host.chunks_left):
-                state, metrics = chunk(state)
-                host.pending.append(metrics)
-                last = i == host.chunks_left - 1 or (run.stop_on_solve and bool(
-                    np.all(multihost.fetch(state.solved_at) >= 0)))
-                if not host.due(last, stop.received is not None):
-                    continue
-                env_steps = host.log(state, last)
-                # The checkpoint follows the row, so a saved state is always logged.
-                if last or stop.received or (i + 1) % host.save_every == 0:
-                    checkpoint.save(run_dir, state, manifest, keep=run.keep_checkpoints)
-                    host.saved_at = env_steps
-                if stop.received and not last:
-                    interrupted = True
-                    raise TrainingInterrupted(run_dir, env_steps)
-                if last:
-                    break
+        for i in range(host.chunks_left):
+            state, metrics = chunk(state)
+            host.pending.append(metrics)
+            last = i == host.chunks_left - 1 or (run.stop_on_solve and bool(
+                np.all(multihost.fetch(state.solved_at) >= 0)))
+            if not host.due(last, stop.received is not None):
+                continue
+            env_steps = host.log(state, last)
+            # The checkpoint follows the row, so a saved state is always logged.
+            if last or stop.received or (i + 1) % host.save_every == 0:
+                checkpoint.save(run_dir, state, manifest, keep=run.keep_checkpoints)
+                host.saved_at = env_steps
+            if stop.received and not last:
+                interrupted = True
+                raise TrainingInterrupted(run_dir, env_steps)
+            if last:
+                break
     except KeyboardInterrupt:
         interrupted = failed = True
         raise
@@ -360,8 +384,10 @@ def _train(run: RunConfig, run_dir: str, host: _Host, chunk: Any, state: LoopSta
         raise
     finally:
         host.close()
-        summary = rundir.run_summary(run, state, host.start, host.train_start, compile_time,
+        summary = rundir.run_summary(run, state, host.start, host.train_start, clock.seconds,
                                      interrupted, host.first_steps, host.final_evals)
+        summary["startup_s"] = (None if host.first_row_at is None
+                                else host.first_row_at - host.started)
         if writer:
             try:
                 rundir.write_summaries(run_dir, run, summary)

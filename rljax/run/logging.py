@@ -47,11 +47,17 @@ class JsonlWriter:
         self._file = open(path, "a")
 
     def write(self, row: dict) -> None:
-        self._file.write(json.dumps(to_jsonable(row)) + "\n")
-        self._file.flush()
+        try:
+            self._file.write(json.dumps(to_jsonable(row)) + "\n")
+            self._file.flush()
+        except OSError as e:  # a full disk: name the file
+            raise OSError(e.errno, e.strerror, self.path) from None
 
     def close(self) -> None:
-        self._file.close()
+        try:
+            self._file.close()
+        except OSError as e:
+            raise OSError(e.errno, e.strerror, self.path) from None
 
 
 def _reason(error: Exception) -> str:

@@ -12,6 +12,16 @@ from rljax.run.logging import read_json, read_jsonl
 CURVE_KEY = "return_mean_100"
 
 
+def default_out(run_dirs: list[str], key: str = CURVE_KEY) -> str:
+    """Where ``rljax plot`` writes without ``--out``: ``RUN_DIR/curve.png`` for one run
+    (``curve-KEY.png`` for another metric), the same name in the runs' common folder for
+    several."""
+    name = "curve.png" if key == CURVE_KEY else f"curve-{key}.png"
+    if len(run_dirs) == 1:
+        return os.path.join(run_dirs[0], name)
+    return os.path.join(os.path.commonpath([os.path.abspath(d) for d in run_dirs]), name)
+
+
 def check_run_dir(run_dir: str) -> None:
     if not os.path.isdir(run_dir):
         raise ValueError(f"run directory {run_dir!r} does not exist")
@@ -19,13 +29,25 @@ def check_run_dir(run_dir: str) -> None:
         raise ValueError(f"{run_dir!r} is not an rljax run directory (no metrics.jsonl)")
 
 
+def _number(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 def load_curve(run_dir: str, key: str = CURVE_KEY) -> tuple[np.ndarray, np.ndarray]:
-    """Env steps and ``key`` from a run's metrics.jsonl (rows without it skipped)."""
+    """Env steps and ``key`` from a run's metrics.jsonl (rows without a number for either
+    skipped)."""
     check_run_dir(run_dir)
     rows = [r for r in read_jsonl(os.path.join(run_dir, "metrics.jsonl"))
-            if r.get(key) is not None]
+            if _number(r.get(key)) and _number(r.get("env_steps"))]
     return (np.array([r["env_steps"] for r in rows], float),
             np.array([r[key] for r in rows], float))
+
+
+def metric_names(run_dir: str) -> set[str]:
+    """The metrics that some row of the run's metrics.jsonl holds a number for."""
+    check_run_dir(run_dir)
+    return {k for r in read_jsonl(os.path.join(run_dir, "metrics.jsonl"))
+            for k, v in r.items() if _number(v)}
 
 
 def _config(run_dir: str) -> dict:
@@ -50,6 +72,59 @@ def _label(run_dir: str) -> str:
         return (config.get("label") or config.get("preset")
                 or f"{config.get('algo')} {config.get('env_id')}")
     return os.path.basename(os.path.normpath(run_dir))
+
+
+# Run settings that do not change what is learned: runs differing only in these (and in
+# the seed) are drawn as one curve, the mean over the seeds.
+_NOT_LEARNING = ("seed", "num_seeds", "logdir", "tensorboard", "wandb_project", "eval_every",
+                 "eval_episodes", "checkpoint_every", "keep_checkpoints", "label")
+
+
+def _learning_config(run_dir: str) -> dict | None:
+    config = _config(run_dir)
+    return {k: v for k, v in config.items() if k not in _NOT_LEARNING} if config else None
+
+
+def _differences(a: dict, b: dict, prefix: str = "") -> list[tuple[str, object, object]]:
+    """``(field, value in a, value in b)`` for each field where two configs differ."""
+    out = []
+    for key in sorted(set(a) | set(b)):
+        x, y = a.get(key), b.get(key)
+        if isinstance(x, dict) and isinstance(y, dict):
+            out += _differences(x, y, f"{prefix}{key}.")
+        elif x != y:
+            out.append((f"{prefix}{key}", x, y))
+    return out
+
+
+def group_runs(run_dirs: list[str]) -> tuple[list[tuple[str, list[str]]], list[str]]:
+    """Groups runs whose whole configuration, all but the seed (and logging settings),
+    is the same; returns ``[(label, run_dirs)]`` and lines saying what was averaged and
+    what was kept apart, and why. Runs without a config.json are never averaged."""
+    groups: list[tuple[dict | None, list[str]]] = []
+    for run_dir in run_dirs:
+        config = _learning_config(run_dir)
+        same = [dirs for key, dirs in groups if config is not None and key == config]
+        if same:
+            same[0].append(run_dir)
+        else:
+            groups.append((config, [run_dir]))
+    names = [_label(dirs[0]) for _, dirs in groups]
+    labels, notes = list(names), []
+    for i, (config, dirs) in enumerate(groups):
+        if len(dirs) > 1:
+            notes.append(f"averaged {len(dirs)} runs as {names[i]!r} (the same configuration "
+                         f"but for the seed): {', '.join(dirs)}")
+        first = next((j for j in range(i) if names[j] == names[i]), None)
+        if first is None:
+            continue
+        diff = _differences(groups[first][0] or {}, config or {})
+        said = "; ".join(f"{f} {x!r} vs {y!r}" for f, x, y in diff[:4]) or "no config.json"
+        notes.append(f"not averaged with {groups[first][1][0]}: {dirs[0]} differs in {said}")
+        labels[i] = f"{names[i]} ({', '.join(f'{f}={y}' for f, _, y in diff[:2])})"
+        if labels[first] == names[first]:
+            labels[first] = f"{names[first]} ({', '.join(f'{f}={x}' for f, x, _ in diff[:2])})"
+    return list(zip(labels, [d for _, d in groups], strict=True)), notes
 
 
 def _threshold(run_dir: str) -> float | None:
@@ -79,19 +154,29 @@ def expand_seeds(run_dir: str) -> list[str]:
 
 
 def plot_runs(run_dirs: list[str], out: str, key: str = CURVE_KEY,
-              title: str | None = None) -> str:
-    """Draws ``key`` against env steps; runs of the same preset (and the seeds of a
-    many-seed run) are drawn as the mean with a band of one standard deviation
-    across seeds. Returns ``out``."""
+              title: str | None = None, notes: list[str] | None = None) -> str:
+    """Draws ``key`` against env steps; runs whose configuration is the same but for the
+    seed (and the seeds of a many-seed run) are drawn as the mean with a band of one
+    standard deviation across seeds; runs that differ otherwise are drawn apart.
+    Returns ``out``; ``notes`` receives lines saying what was averaged and why.
+
+    Raises:
+        ValueError: no row of any run holds ``key``.
+    """
     run_dirs = [d for run_dir in run_dirs for d in expand_seeds(run_dir)]
+    if not any(key in metric_names(d) for d in run_dirs):
+        names = sorted(set().union(*(metric_names(d) for d in run_dirs)) - {"env_steps"})
+        raise ValueError(f"no metrics row of {', '.join(run_dirs)} has a value for {key!r}; "
+                         f"metrics there: {', '.join(names) or 'none'}")
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    groups: OrderedDict[str, list[str]] = OrderedDict()
-    for run_dir in run_dirs:
-        groups.setdefault(_label(run_dir), []).append(run_dir)
+    grouped, lines = group_runs(run_dirs)
+    if notes is not None:
+        notes.extend(lines)
+    groups = OrderedDict(grouped)
     fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
     thresholds = set()
     for label, dirs in groups.items():

@@ -67,6 +67,55 @@ def warn_if_never_learning(run: Any) -> None:
                       f"learning_starts", stacklevel=3)
 
 
+def check_values(run: Any, spec: Any) -> None:
+    """Refuses values with which training would silently do nothing (a target network or
+    an actor never updated, a temperature that grows without bound, wandb logging without
+    wandb), and warns in one line where a run may mean it (a learning rate annealed to 0
+    before the run ends)."""
+    config = run.config
+    updates = max(1, math.ceil(run.total_steps / config.steps_per_update))
+    if getattr(config, "tau", None) == 0:
+        raise ValueError("tau=0 never moves the target networks toward the learned ones; use "
+                         "a tau in (0, 1]")
+    period = getattr(config, "target_period", None)
+    if period is not None and getattr(config, "tau", None) is None and period > updates:
+        raise ValueError(f"target_period={period:,} updates is longer than the run ({updates:,}"
+                         f" updates): the target network would never be updated; use "
+                         f"target_period <= {updates:,} or a larger total_steps")
+    delay = getattr(config, "policy_delay", None)
+    grads = updates * getattr(config, "grad_steps", 1)
+    if delay is not None and delay > grads:
+        raise ValueError(f"policy_delay={delay:,} critic updates is longer than the run "
+                         f"({grads:,}): the actor would never be updated; use policy_delay <= "
+                         f"{grads:,} or a larger total_steps")
+    _check_target_entropy(run, spec)
+    length = getattr(config, "total_updates", None)
+    if getattr(config, "anneal_lr", False) and length is not None and length < updates:
+        warnings.warn(f"the learning rate anneals to 0 by update {length:,} (total_updates) of "
+                      f"the run's {updates:,}: the last {updates - length:,} updates do not "
+                      "learn; leave total_updates unset to anneal over the run", stacklevel=3)
+    if run.wandb_project:
+        import importlib.util
+
+        if importlib.util.find_spec("wandb") is None:
+            raise ValueError("wandb logging was asked for (--wandb) but the wandb package is "
+                             "not installed; `pip install wandb` or drop --wandb")
+
+
+def _check_target_entropy(run: Any, spec: Any) -> None:
+    target = getattr(run.config, "target_entropy", None)
+    if target is None or spec.discrete:
+        return
+    # The largest entropy of any density over the action box: the uniform one's.
+    ceiling = float(np.sum(np.log(np.asarray(spec.action_high, np.float64)
+                                  - np.asarray(spec.action_low, np.float64))))
+    if target > ceiling:
+        raise ValueError(f"target_entropy={target:g} is above the largest entropy a policy "
+                         f"over {spec.task_id}'s actions can have ({ceiling:.3g}, uniform over "
+                         f"the action box): the temperature would grow without bound; use a "
+                         f"target below it (the default, None, is -{spec.action_shape[-1]})")
+
+
 def _grads_per_update(config: Any) -> tuple[int, str]:
     """Gradient steps of one loop update, and the fields that set them."""
     if hasattr(config, "grad_steps"):

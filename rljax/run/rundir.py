@@ -286,6 +286,7 @@ def run_summary(run: RunConfig, state: LoopState, start: float, train_start: flo
     train_time = time.perf_counter() - train_start
     solved = [s["solved_at_step"] for s in seeds if s["solved_at_step"] is not None]
     finals = [s["final_return_mean"] for s in seeds if s["final_return_mean"] is not None]
+    lengths = [s["final_length_mean"] for s in seeds if s["final_length_mean"] is not None]
     summary = {
         "preset": run.preset,
         "algo": run.algo,
@@ -297,7 +298,7 @@ def run_summary(run: RunConfig, state: LoopState, start: float, train_start: flo
         "sps": num_seeds * (env_steps - first_steps) / max(train_time, 1e-9),
         "episodes": sum(s["episodes"] for s in seeds),
         "final_return_mean": float(np.mean(finals)) if finals else None,
-        "final_length_mean": seeds[0]["final_length_mean"] if num_seeds == 1 else None,
+        "final_length_mean": float(np.mean(lengths)) if lengths else None,
         "threshold": run.threshold,
         "solved_at_step": max(solved) if len(solved) == num_seeds else None,
         "device": str(jax.devices()[0].device_kind),

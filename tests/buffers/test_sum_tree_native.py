@@ -17,6 +17,14 @@ pytestmark = pytest.mark.skipif(
 )
 
 
+@pytest.fixture(autouse=True)
+def _on_the_cpu():
+    """The native kernels are XLA:CPU custom calls: every test here runs on the CPU device,
+    also where the default device is a GPU."""
+    with jax.default_device(jax.devices("cpu")[0]):
+        yield
+
+
 def random_tree(rng, capacity, fanout, dtype=np.float32):
     vals = (10.0 ** rng.uniform(-6, 3, capacity)).astype(dtype)
     if dtype == np.int32:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import jax
 import numpy as np
 import pytest
-from _backend import MEMBER_ATOL
+from _backend import MEMBER_ATOL, MEMBER_RTOL
 
 from rljax.agents.ppo import PPOConfig
 from rljax.agents.sac import SACConfig
@@ -52,7 +52,7 @@ def test_member_k_of_four_seeds_equals_the_single_run(case):
     many_params, one_params = agent.params(many.agent), agent.params(one.agent)
     for a, b in zip(jax.tree.leaves(many_params), jax.tree.leaves(one_params), strict=True):
         assert a.shape == (4,) + b.shape
-        np.testing.assert_allclose(a[K], b, rtol=1e-5, atol=MEMBER_ATOL)
+        np.testing.assert_allclose(a[K], b, rtol=MEMBER_RTOL, atol=MEMBER_ATOL)
     for name, value in one_metrics.items():
         np.testing.assert_allclose(many_metrics[name][K], value, rtol=1e-4, atol=1e-5,
                                    err_msg=name)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
+import numpy as np
 import pytest
 
 import rljax
@@ -377,3 +378,53 @@ def test_largest_allowed_budget_fits_the_counters():
 ])
 def test_command_line_mistakes(capsys, logdir, args, message):
     _cli_refuses(capsys, logdir, ["cartpole-a2c", *args], message)
+
+
+# --- values with which training would silently do nothing ------------------------------
+
+
+@pytest.mark.parametrize("args,message", [
+    (["reacher-sac", "--set", "target_entropy=5"], "target_entropy=5 is above the largest "
+     "entropy a policy over Reacher-v5's actions can have (1.39, uniform over the action box)"),
+    (["reacher-td3", "--set", "tau=0"], "tau=0 never moves the target networks"),
+    (["reacher-sac", "--set", "tau=0"], "tau=0 never moves the target networks"),
+    (["cartpole-dqn", "--total-steps", "1000", "--set", "target_period=500"],
+     "target_period=500 updates is longer than the run (32 updates)"),
+    (["reacher-td3", "--total-steps", "20", "--set", "policy_delay=100"],
+     "policy_delay=100 critic updates is longer than the run (10)"),
+    (["cartpole-a2c", "--sweep", "actor_lr=1e-4,1e-3", "--sweep", "critic_lr=1e-4,1e-3"],
+     "--sweep given 2 times"),
+    (["cartpole-a2c", "--sweep", "actor_lr=1e-4,1e-3", "--set", "actor_lr=5e-4"],
+     "actor_lr is both swept and set"),
+])
+def test_values_that_would_train_nothing_are_refused(capsys, logdir, args, message):
+    _cli_refuses(capsys, logdir, args, message)
+
+
+def test_wandb_without_wandb_is_refused_before_compiling(capsys, logdir, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "wandb" else real(name, *a))
+    _cli_refuses(capsys, logdir, ["cartpole-a2c", "--wandb", "proj"],
+                 "the wandb package is not installed")
+    with pytest.raises(ValueError, match="wandb package is not installed"):
+        build(from_preset("cartpole-a2c", wandb_project="proj"))
+
+
+def test_an_annealed_rate_that_ends_before_the_run_is_warned():
+    run = from_preset("cartpole-pqn", total_steps=51_200, total_updates=50)
+    with pytest.warns(UserWarning, match="anneals to 0 by update 50 .total_updates. of the "
+                                         "run's 100: the last 50 updates do not learn"):
+        preflight.check_values(run, None)
+
+
+def test_a_nan_observation_is_refused_by_the_policy(tmp_path):
+    run = rljax.train("cartpole-a2c", total_steps=2_000, logdir=str(tmp_path),
+                      tensorboard=False)
+    with pytest.raises(ValueError, match="observation holds NaN or infinite values"):
+        run.policy([0.0, float("nan"), 0.0, 0.0])
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        run.policy(np.array([[0.0] * 4, [np.inf, 0, 0, 0]]))
+    assert run.policy([0.0] * 4) in (0, 1)

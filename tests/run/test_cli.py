@@ -23,6 +23,8 @@ def _rljax(*args):
     (["train", "cartpole-a2c", "--set", "actor_lr=fast"], "bad value 'fast' for actor_lr"),
     (["train", "cartpole-a2c", "--env", "CartPol-v1"], "did you mean 'CartPole-v1'"),
     (["train", "cartpole-a2c", "--env", "Reacher-v5"], "needs a discrete action space"),
+    (["train", "cartpole-a2c", "--env", "Reacher-v5"], "continuous actions: DDPG, TD3, SAC "
+     "or PPO"),
     (["train", "cartpole-a2c", "--num-envs", "0"], "num_envs must be an integer >= 1, got 0"),
     (["train", "cartpole-a2c", "--total-steps", "-5"],
      "total_steps must be an integer in [1, 2147483647]"),
@@ -57,6 +59,16 @@ def test_presets_lists_env_agent_and_hyperparameters(capsys):
     assert "cartpole-a2c" in out and "CartPole-v1" in out and "actor_lr=0.0005" in out
 
 
+def test_presets_wrap_to_the_terminal_and_skip_unused_epsilon(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    assert cli.main(["presets"]) == 0
+    out = capsys.readouterr().out
+    assert max(len(line) for line in out.splitlines()) < 80
+    sections = out.split("\ncartpole-rainbow ")[1].split("\ncartpole-ppo ")[0]
+    assert "noisy=True" in sections.replace("\n    ", " ") and "epsilon=" not in sections
+    assert "epsilon=" in out.split("\ncartpole-dqn ")[1].split("\nbreakout-dqn ")[0]
+
+
 def test_train_writes_run_directory(tmp_path):
     proc = _rljax("train", "cartpole-a2c", "--total-steps", "4000", "--logdir", str(tmp_path),
                   "--seed", "3", "--set", "gae_lambda=0.95", "--set", "shared_torso=true")
@@ -76,3 +88,75 @@ def test_train_writes_run_directory(tmp_path):
         assert key in saved
     assert saved["env_steps"] >= 4000 and saved["solved_at_step"] is None
     assert "steps/s" in proc.stderr  # the progress display
+
+
+@pytest.mark.slow
+def test_distributed_with_an_unreachable_coordinator_gives_up_in_one_line(tmp_path):
+    import signal
+    import time
+
+    args = [sys.executable, "-m", "rljax.run.cli", "train", "cartpole-a2c", "--distributed",
+            "--coordinator", "127.0.0.1:9", "--num-processes", "2", "--process-id", "1",
+            "--logdir", str(tmp_path)]
+    proc = subprocess.run(args + ["--init-timeout", "3"], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert lines[-1] == ("rljax: error: could not join the coordinator 127.0.0.1:9 within 3 s "
+                         "(is every process started, and the coordinator's address "
+                         "reachable?)"), proc.stderr
+    assert "Traceback" not in proc.stderr and "Check failure" not in proc.stderr
+    # Ctrl-C while it waits stops it at once
+    waiting = subprocess.Popen(args + ["--init-timeout", "100"], stderr=subprocess.PIPE,
+                               stdout=subprocess.DEVNULL, text=True)
+    for line in waiting.stderr:
+        if "joining the coordinator" in line:
+            break
+    time.sleep(1.0)
+    start = time.monotonic()
+    waiting.send_signal(signal.SIGINT)
+    err = waiting.stderr.read()
+    assert waiting.wait(timeout=30) == 130, err
+    assert time.monotonic() - start < 10
+    assert "stopped while joining the cluster; nothing was started" in err
+    assert not os.listdir(tmp_path)
+
+
+FULL_DISK_FOR_METRICS = """
+import errno, sys
+from rljax.run import cli, logging as sinks
+
+class Filling:
+    def __init__(self, f):
+        self.f, self.rows = f, 0
+    def write(self, text):
+        return self.f.write(text)
+    def flush(self):
+        self.rows += 1
+        if self.rows > 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        self.f.flush()
+    def close(self):
+        self.f.close()
+
+real = sinks.JsonlWriter.__init__
+def init(self, path):
+    real(self, path)
+    self._file = Filling(self._file)
+sinks.JsonlWriter.__init__ = init
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+def test_a_full_disk_under_the_metrics_names_the_file_and_what_is_kept(tmp_path):
+    args = ["train", "cartpole-a2c", "--total-steps", "8000", "--chunk-steps", "2000",
+            "--checkpoint-every", "2000", "--logdir", str(tmp_path), "--quiet",
+            "--no-tensorboard"]
+    out = subprocess.run([sys.executable, "-c", FULL_DISK_FOR_METRICS, *args],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 1, out.stderr[-2000:]
+    (run_dir,) = tmp_path.iterdir()
+    assert out.stderr == (f"rljax: error: could not write {run_dir}/metrics.jsonl: No space "
+                          f"left on device [errno ENOSPC]; the checkpoint of env step 4,000 "
+                          f"in {run_dir} is kept (resume with: rljax train --resume "
+                          f"{run_dir})\n"), out.stderr

@@ -73,3 +73,59 @@ def test_plot_cli_draws_png(tmp_path, capsys):
 def test_plot_bad_input(args, message, capsys):
     assert cli.main(args) == 2
     assert message in capsys.readouterr().err
+
+
+def _run_with_config(root, name, seed, config, rows):
+    run_dir = root / name
+    run_dir.mkdir()
+    (run_dir / "config.json").write_text(json.dumps(dict(config, seed=seed)))
+    with open(run_dir / "metrics.jsonl", "w") as f:
+        f.writelines(json.dumps(r) + "\n" for r in rows)
+    return str(run_dir)
+
+
+_ROWS = [{"env_steps": i * 1000, "return_mean_100": 10.0 * i} for i in range(1, 6)]
+
+
+def test_plot_writes_into_the_run_directory_not_the_cwd(tmp_path, monkeypatch, capsys):
+    run = _fake_run(tmp_path, "cartpole-a2c", 0, 0)
+    cwd = tmp_path / "elsewhere"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    assert cli.main(["plot", run]) == 0
+    assert os.path.isfile(os.path.join(run, "curve.png"))
+    assert not os.listdir(cwd)
+    assert capsys.readouterr().out.strip() == os.path.join(run, "curve.png")
+
+
+def test_plot_averages_only_runs_that_differ_in_the_seed(tmp_path, capsys):
+    base = {"preset": "cartpole-a2c", "algo": "a2c", "config": {"actor_lr": 5e-4}}
+    other = dict(base, config={"actor_lr": 1e-3})
+    runs = [_run_with_config(tmp_path, "a0", 0, base, _ROWS),
+            _run_with_config(tmp_path, "a1", 1, dict(base, logdir="x"), _ROWS),
+            _run_with_config(tmp_path, "b0", 0, other, _ROWS)]
+    assert cli.main(["plot", *runs, "--out", str(tmp_path / "p.png")]) == 0
+    err = capsys.readouterr().err
+    assert "averaged 2 runs as 'cartpole-a2c'" in err and runs[2] not in err.split(
+        "averaged")[1].split("\n")[0]
+    assert "not averaged with" in err and "config.actor_lr 0.0005 vs 0.001" in err, err
+    from rljax.run.plotting import group_runs
+
+    groups, _ = group_runs(runs)
+    assert [dirs for _, dirs in groups] == [runs[:2], runs[2:]]
+    assert groups[0][0] != groups[1][0]
+
+
+def test_plot_skips_rows_without_env_steps(tmp_path, capsys):
+    rows = _ROWS + [{"return_mean_100": 70.0}, {"env_steps": None, "return_mean_100": 1.0}]
+    run = _run_with_config(tmp_path, "r", 0, {"preset": "cartpole-a2c"}, rows)
+    assert cli.main(["plot", run]) == 0, capsys.readouterr().err
+
+
+def test_plot_of_a_metric_no_row_has_is_refused(tmp_path, capsys):
+    run = _run_with_config(tmp_path, "r", 0, {"preset": "cartpole-a2c"}, _ROWS)
+    assert cli.main(["plot", run, "--key", "no_such_metric"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("rljax: error: ") and err.count("\n") == 1
+    assert "'no_such_metric'" in err and "return_mean_100" in err
+    assert not os.path.exists(os.path.join(run, "curve-no_such_metric.png"))

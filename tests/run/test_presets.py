@@ -81,16 +81,37 @@ def test_get_preset_suggests_close_names_and_lists_the_rest():
 def test_presets_command_lists_every_preset(capsys):
     assert cli.main(["presets"]) == 0
     lines = capsys.readouterr().out.splitlines()
+    flat = lambda text: " ".join(text.split())
     for p in PRESETS.values():
         run = p.run
         row = [line for line in lines if line.startswith(f"{p.name} ")]
         assert len(row) == 1, p.name
-        assert row[0].split()[:4] == [p.name, run.env_id, run.algo, f"{run.total_steps:,}"]
+        assert row[0].split() == [p.name, run.env_id, run.algo, f"{run.total_steps:,}"]
+        below = []
+        for line in lines[lines.index(row[0]) + 1:]:
+            if not line.startswith("    "):
+                break
+            below.append(line)
         config = dataclasses.asdict(run.config)
-        assert row[0].endswith("  " + ", ".join(f"{k}={config[k]}" for k in p.key_params))
-        following = lines[lines.index(row[0]) + 1].strip()
-        assert following == f"({p.notes})"
+        keys = [k for k in p.key_params if not (k == "epsilon" and config.get("noisy"))]
+        params = ", ".join(f"{k}={config[k]}" for k in keys)
+        assert flat(" ".join(below)) == flat(f"{params} ({p.notes})"), p.name
     from rljax.run.registry import ALGORITHMS
 
+    text = flat("\n".join(lines))
     for algo in ALGORITHMS.values():
-        assert f"{algo.name}: {algo.description}" in lines
+        assert flat(f"{algo.name}: {algo.description}") in text
+
+
+def test_cartpole_pqn_note_and_readme_give_the_same_figures():
+    import pathlib
+    import re
+
+    from rljax.run.presets import PRESETS
+
+    readme = (pathlib.Path(__file__).resolve().parents[2] / "README.md").read_text()
+    row = next(line for line in readme.splitlines() if line.startswith("| `cartpole-pqn` "))
+    note = PRESETS["cartpole-pqn"].notes
+    ranges = lambda text: set(re.findall(r"\d+-\d+k", text))
+    assert ranges(row) and ranges(row) <= ranges(note), (row, note)
+    assert "10 of 16" in row and "10 of 16" in note

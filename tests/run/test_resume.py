@@ -218,3 +218,94 @@ def test_interruption_prints_the_short_resume_command(monkeypatch, capsys):
     assert err.endswith(f"rljax: resume with: rljax train --resume {shlex.quote(run_dir)}\n")
     assert shlex.split(err.splitlines()[-1].split(": ", 2)[2]) == [
         "rljax", "train", "--resume", run_dir]
+
+
+def _files(path) -> dict:
+    out = {}
+    for root, _, names in os.walk(path):
+        for name in names:
+            if name != rundir.LOCK_FILE:
+                full = os.path.join(root, name)
+                out[full] = (os.path.getmtime(full), open(full, "rb").read())
+    return out
+
+
+def test_resume_of_a_finished_run_does_nothing_and_changes_no_file(copy, capsys):
+    before = _files(copy)
+    for extra in ([], ["--total-steps", "2048"]):
+        assert cli.main(["train", "--resume", copy, "--quiet", *extra]) == 0
+        captured = capsys.readouterr()
+        assert captured.out == ""
+        assert captured.err.startswith("rljax: nothing to do: ") and captured.err.count(
+            "\n") == 1, captured.err
+        assert "has trained 4,096 env steps" in captured.err
+    assert _files(copy) == before
+    with pytest.raises(driver.NothingToDo, match="nothing was changed"):
+        rljax.train(resume=copy)
+
+
+def test_save_into_a_folder_with_a_newer_checkpoint_is_refused(copy):
+    run = rljax.load(copy)
+    folder = os.path.join(copy, checkpoint.CHECKPOINT_DIR)
+    shutil.copytree(os.path.join(folder, "4096"), os.path.join(folder, "8192"))
+    with pytest.raises(checkpoint.SaveError, match=r"newer checkpoint \(env step 8,192\)"):
+        run.save()
+    assert sorted(os.listdir(folder)) == ["2048", "4096", "8192"]
+
+
+def test_a_fresh_run_into_a_directory_with_unreadable_checkpoints_is_refused(dqn_run, copy):
+    run, _ = dqn_run
+    shutil.rmtree(os.path.join(copy, checkpoint.CHECKPOINT_DIR, "4096", "manifest"))
+    with pytest.raises(ValueError, match=r"already holds a checkpoint \(env step 4,096\)"):
+        train_run(run, run_dir=copy, progress=False)
+
+
+def _corrupt_newest(path) -> None:
+    files = [os.path.join(root, name) for root, _, names in
+             os.walk(os.path.join(path, checkpoint.CHECKPOINT_DIR, "4096", "state"))
+             for name in names]
+    biggest = max(files, key=os.path.getsize)
+    data = bytearray(open(biggest, "rb").read())
+    data[len(data) // 2] ^= 1
+    open(biggest, "wb").write(bytes(data))
+
+
+def test_a_corrupted_newest_checkpoint_names_the_intact_one_which_can_be_used(copy, capsys):
+    _corrupt_newest(copy)
+    hint = ("the checkpoint of env step 2,048 is intact: use it with --from-checkpoint 2048 "
+            "(from_checkpoint=2048 in Python)")
+    for args in (["eval", copy, "--episodes", "1"], ["train", "--resume", copy, "--quiet",
+                                                     "--total-steps", "6144"]):
+        assert cli.main(args) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("rljax: error: checkpoint ") and err.count("\n") == 1, err
+        assert "do not match the checksums" in err and hint in err, err
+    assert cli.main(["eval", copy, "--episodes", "1", "--from-checkpoint", "2048"]) == 0
+    assert json.loads(capsys.readouterr().out)["env_steps"] == 2_048
+    assert cli.main(["train", "--resume", copy, "--from-checkpoint", "2048", "--quiet"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["resumed_from_step"] == 2_048
+    assert "moved the newer ones (env step 4,096)" in captured.err
+    assert sorted(os.listdir(os.path.join(copy, "checkpoint.superseded"))) == ["4096"]
+    assert checkpoint.read_manifest(copy)["env_steps"] == 4_096  # written again, intact
+    assert _steps(copy) == [1_024, 2_048, 3_072, 4_096]
+    assert cli.main(["eval", copy, "--episodes", "1"]) == 0
+
+
+@pytest.mark.slow
+def test_a_resume_that_extends_the_budget_keeps_the_annealed_schedule(tmp_path, capsys):
+    run = from_preset("cartpole-pqn", total_steps=4_096, logdir=str(tmp_path),
+                      tensorboard=False)  # 8 updates of 32 envs x 16 steps
+    first = train_run(dataclasses.replace(run, chunk_steps=2_048), progress=False)
+    args = ["train", "--resume", first.run_dir, "--total-steps", "8192", "--quiet"]
+    assert cli.main(args) == 0
+    err = capsys.readouterr().err
+    assert ("resuming keeps the saved learning-rate schedule: it anneals to 0 by env step "
+            "4,096 (total_updates=8), so the steps after 4,096 train with a learning rate "
+            "of 0") in err, err
+    assert checkpoint.read_manifest(first.run_dir)["run"]["config"]["total_updates"] == 8
+    # resumed again, from the preset this time: the same schedule, no refusal
+    assert cli.main(["train", "cartpole-pqn", "--resume", first.run_dir, "--total-steps",
+                     "10240", "--chunk-steps", "2048", "--no-tensorboard", "--logdir",
+                     str(tmp_path), "--quiet"]) == 0
+    assert checkpoint.read_manifest(first.run_dir)["run"]["config"]["total_updates"] == 8

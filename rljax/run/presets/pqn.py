@@ -25,8 +25,10 @@ PRESETS: list[Preset] = [
         key_params=_PQN_KEYS + ("anneal_lr",),
         notes="32 envs x 16 steps, 4 epochs x 4 minibatches, LayerNorm 128-128, RAdam 1e-3 "
               "annealed to 0 over the run, Q(0.95), epsilon 1 -> 0.05 -> 0.01 over 150 "
-              "updates; 3 of 3 seeds solved within 83-100k env steps and ended at 500 (a "
-              "constant learning rate solved sooner, 72-97k, but fell to 163 by 500k)",
+              "updates; seeds 0-15 in one program all solved, at 83-141k env steps, but "
+              "only 10 of 16 were still solved at 500k (the others ended at 15-458; "
+              "docs/results.md); a constant learning rate solved sooner, 72-97k, but seed 0 "
+              "fell to 163 by 500k",
     ),
     _preset(
         name="breakout-pqn",

@@ -1,0 +1,141 @@
+"""Start-up of a run: JAX's persistent compilation cache and the phase lines.
+
+Between the command and the first chunk a run builds its envs and agent, initializes the
+train state and compiles the training chunk. Each phase is drawn on the progress display
+with its time, so that a run that is still compiling says so.
+
+The compiled programs are kept in JAX's persistent compilation cache, in
+``$RLJAX_CACHE_DIR/jax`` (default ``~/.cache/rljax/jax``), so a second run of the same
+configuration loads them instead of compiling again. ``RLJAX_COMPILE_CACHE=0`` (or
+``rljax train --no-compile-cache``) turns the cache off; a cache folder set through JAX's
+own ``jax_compilation_cache_dir`` is used as it is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import sys
+import time
+from collections.abc import Iterator
+from typing import TextIO
+
+import jax
+
+ENV_FLAG = "RLJAX_COMPILE_CACHE"
+_OFF = ("0", "false", "no", "off")
+
+
+def cache_dir() -> str:
+    """``$RLJAX_CACHE_DIR/jax``, else ``$XDG_CACHE_HOME/rljax/jax``, else
+    ``~/.cache/rljax/jax``."""
+    base = os.environ.get("RLJAX_CACHE_DIR")
+    if not base:
+        home = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"),
+                                                                  ".cache")
+        base = os.path.join(home, "rljax")
+    return os.path.join(base, "jax")
+
+
+def cache_enabled() -> bool:
+    """Whether rljax should turn the compilation cache on (``RLJAX_COMPILE_CACHE``)."""
+    return os.environ.get(ENV_FLAG, "1").strip().lower() not in _OFF
+
+
+def enable_compile_cache() -> str | None:
+    """Turns on JAX's persistent compilation cache (unless ``RLJAX_COMPILE_CACHE=0``);
+    returns its folder, or None when it is off or its folder cannot be made."""
+    own = jax.config.jax_compilation_cache_dir
+    if own:
+        return own
+    if not cache_enabled():
+        return None
+    path = cache_dir()
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError:  # a read-only home: run without the cache
+        return None
+    if not os.access(path, os.W_OK):
+        return None
+    jax.config.update("jax_compilation_cache_dir", path)
+    # Cache every program, the small ones too: most of a run's start-up is the many
+    # programs of a second or less (init, the chunk of a small net, evaluation).
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    return path
+
+
+_COMPILE_EVENTS = ("/jax/core/compile/jaxpr_trace_duration",
+                   "/jax/core/compile/jaxpr_to_mlir_module_duration",
+                   "/jax/core/compile/backend_compile_duration")
+
+
+class CompileClock:
+    """Listens to JAX's compile events while registered: ``seconds`` is the time spent
+    tracing, lowering and compiling programs (or loading them from the compilation cache),
+    overlapping spans counted once; ``cache_hits`` counts programs loaded from the cache."""
+
+    def __init__(self):
+        self.spans: list[tuple[float, float]] = []
+        self.cache_hits = 0
+
+    def _span(self, event: str, start: float, end: float, **kwargs) -> None:
+        if event in _COMPILE_EVENTS:
+            self.spans.append((start, end))
+
+    def _event(self, event: str, **kwargs) -> None:
+        if event == "/jax/compilation_cache/cache_hits":
+            self.cache_hits += 1
+
+    @property
+    def seconds(self) -> float:
+        total, reach = 0.0, -math.inf
+        for start, end in sorted(self.spans):
+            if end > reach:
+                total += end - max(start, reach)
+                reach = end
+        return total
+
+    def __enter__(self) -> CompileClock:
+        jax.monitoring.register_event_time_span_listener(self._span)
+        jax.monitoring.register_event_listener(self._event)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        with contextlib.suppress(Exception):
+            jax.monitoring.unregister_event_time_span_listener(self._span)
+        with contextlib.suppress(Exception):
+            jax.monitoring.unregister_event_listener(self._event)
+
+
+class Phases:
+    """The start-up phases on the progress display: ``[label] compiling ...``, then the
+    phase's time once it ends. On a terminal the line is redrawn in place; elsewhere one
+    line per finished phase is written."""
+
+    def __init__(self, label: str = "", enabled: bool = True, stream: TextIO | None = None,
+                 clock: CompileClock | None = None):
+        self.label = label
+        self.enabled = enabled
+        self.stream = stream or sys.stderr
+        self.tty = enabled and hasattr(self.stream, "isatty") and self.stream.isatty()
+        self.times: dict[str, float] = {}
+        self.clock = clock or CompileClock()
+
+    @contextlib.contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        start = time.perf_counter()
+        if self.tty:
+            self.stream.write(f"\r{self.label}{name} ...")
+            self.stream.flush()
+        hits = self.clock.cache_hits
+        yield
+        seconds = time.perf_counter() - start
+        self.times[name] = seconds
+        if self.enabled:
+            loaded = self.clock.cache_hits - hits
+            note = f" ({loaded} compiled program{'s' * (loaded > 1)} from the cache)" if (
+                loaded) else ""
+            self.stream.write(f"{chr(13) if self.tty else ''}{self.label}{name}: "
+                              f"{seconds:.1f} s{note}\n")
+            self.stream.flush()

@@ -1,0 +1,131 @@
+"""Stopping a run with SIGINT (Ctrl-C) or SIGTERM, at any moment, start-up included.
+
+The signals are turned into a flag for the whole run, so none of them lands inside a
+compile or an XLA call:
+
+* during training, the first signal finishes the chunk, saves a checkpoint and stops
+  (:class:`rljax.run.driver.TrainingInterrupted`);
+* during start-up (building, initializing, compiling), the first signal says it was heard
+  and stops once the phase ends, before training begins (:class:`Stopped`);
+* a second signal stops at once: during the command line's start-up the process exits
+  with status 130 from the signal handler, after one line saying what is left (nothing
+  is running that could be saved); otherwise KeyboardInterrupt is raised, which
+  :func:`rljax.run.driver.train_run` turns into :class:`Stopped` once the summary is
+  written.
+
+A run directory that a stopped run created and that holds nothing (no checkpoint, no
+metrics row) is removed; one that holds metrics but no checkpoint is named as not
+resumable.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sys
+import threading
+
+CHECKPOINT_DIR = "checkpoint"  # rljax.run.checkpoint's; not imported, it imports jax
+
+
+class Stopped(Exception):
+    """The run stopped before its end without saving a checkpoint of its own.
+
+    Attributes:
+        resumable: the run directory, when it holds a checkpoint to resume; else None.
+    """
+
+    def __init__(self, message: str, resumable: str | None = None):
+        super().__init__(message)
+        self.resumable = resumable
+
+
+def newest_step(run_dir: str) -> int | None:
+    """The newest step folder under ``RUN_DIR/checkpoint`` (None: none), read without
+    orbax."""
+    try:
+        steps = [int(d) for d in os.listdir(os.path.join(run_dir, CHECKPOINT_DIR))
+                 if d.isdigit()]
+    except OSError:
+        return None
+    return max(steps) if steps else None
+
+
+def _has_rows(run_dir: str) -> bool:
+    try:
+        with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+            return any(isinstance(json.loads(line), dict) for line in f if line.strip())
+    except (OSError, ValueError):
+        return False
+
+
+def what_is_left(run_dir: str | None, created: bool) -> tuple[str, str | None]:
+    """What a stopped run leaves, in words, and the run directory if it can be resumed.
+    A directory this run ``created`` that holds neither a checkpoint nor a metrics row is
+    removed."""
+    if run_dir is None or not os.path.isdir(run_dir):
+        return "nothing was saved", None
+    step = newest_step(run_dir)
+    if step is not None:
+        return (f"the checkpoint of env step {step:,} and the metrics up to it are in "
+                f"{run_dir}", run_dir)
+    if created and not _has_rows(run_dir):
+        shutil.rmtree(run_dir, ignore_errors=True)
+        return f"nothing was saved; its run directory {run_dir} was removed", None
+    return (f"{run_dir} holds the metrics so far but no checkpoint, so it cannot be "
+            "resumed", None)
+
+
+class StopSignals:
+    """SIGINT/SIGTERM as a flag, checked between phases and chunks (main thread only).
+
+    Attributes:
+        received: the first signal's number, None until one arrives.
+        phase: the start-up phase running now ("compiling", ...), None once training runs.
+        run_dir, created: the run directory and whether this run created it, for a stop
+            at once.
+    """
+
+    def __init__(self, hard: bool = False):
+        self.hard = hard
+        self.received: int | None = None
+        self.phase: str | None = "preparing the run"
+        self.run_dir: str | None = None
+        self.created = False
+        self._previous: dict = {}
+
+    def __enter__(self) -> StopSignals:
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum, frame):
+        if self.received is None:
+            self.received = signum
+            if self.phase is not None:
+                sys.stderr.write(f"\nrljax: stopping once {self.phase} ends, before "
+                                 "training begins (press Ctrl-C again to stop at once)\n")
+                sys.stderr.flush()
+            return
+        if self.hard and self.phase is not None:  # the command line, during start-up
+            left, resumable = what_is_left(self.run_dir, self.created)
+            resume = (f"\nrljax: resume with: rljax train --resume {resumable}"
+                      if resumable else "")
+            sys.stderr.write(f"\nrljax: stopped at once; {left}{resume}\n")
+            sys.stderr.flush()
+            os._exit(130)
+        raise KeyboardInterrupt
+
+    def check(self) -> None:
+        """Raises :class:`Stopped` when a signal arrived during start-up."""
+        if self.received is not None and self.phase is not None:
+            left, resumable = what_is_left(self.run_dir, self.created)
+            raise Stopped(f"stopped during start-up ({self.phase}), before training began; "
+                          f"{left}", resumable)
+
+    def __exit__(self, *exc):
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)

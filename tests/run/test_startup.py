@@ -1,0 +1,73 @@
+"""Start-up: the phases on the progress display, a jitted agent init, the summary's
+compile_time_s and startup_s, and JAX's persistent compilation cache."""
+
+import json
+import os
+import subprocess
+import sys
+
+import jax
+import pytest
+
+from rljax.run import startup
+from rljax.run.build import build
+from rljax.run.config import from_preset
+
+
+def _train(tmp_path, *extra, cache=True):
+    env = dict(os.environ, RLJAX_CACHE_DIR=str(tmp_path / "cache"),
+               RLJAX_COMPILE_CACHE="1" if cache else "0")
+    return subprocess.run([sys.executable, "-m", "rljax.run.cli", "train", "cartpole-a2c",
+                           "--total-steps", "2000", "--chunk-steps", "1000", "--logdir",
+                           str(tmp_path / "runs"), "--no-tensorboard", *extra],
+                          capture_output=True, text=True, timeout=300, env=env)
+
+
+def test_agent_init_is_one_compiled_program():
+    _, agent, _, _ = build(from_preset("cartpole-a2c", total_steps=2000))
+    assert hasattr(agent.init, "lower"), "agent.init runs eagerly, op by op"
+    state = agent.init(jax.random.key(0))
+    assert jax.tree.leaves(state)
+
+
+def test_phases_shown_and_summary_times_and_cache(tmp_path):
+    cold = _train(tmp_path)
+    assert cold.returncode == 0, cold.stderr
+    err = cold.stderr
+    for phase in ("building envs and agent: ", "initializing: ", "compiling: "):
+        assert f"[cartpole-a2c] {phase}" in err, err
+    # the phases come before the first progress row, in order
+    positions = [err.index(p) for p in ("building envs", "initializing", "compiling",
+                                        "steps/s")]
+    assert positions == sorted(positions), err
+    summary = json.loads(cold.stdout)
+    assert 0 < summary["compile_time_s"] < summary["startup_s"]
+    cached = os.listdir(tmp_path / "cache" / "jax")
+    assert any(name.startswith("jit_init") for name in cached), cached
+    warm = _train(tmp_path)
+    assert warm.returncode == 0, warm.stderr
+    assert "from the cache" in warm.stderr, warm.stderr
+
+
+def test_compile_cache_can_be_turned_off(tmp_path):
+    proc = _train(tmp_path, "--no-compile-cache")
+    assert proc.returncode == 0, proc.stderr
+    assert not (tmp_path / "cache" / "jax").exists()
+    proc = _train(tmp_path, cache=False)
+    assert proc.returncode == 0, proc.stderr
+    assert not (tmp_path / "cache" / "jax").exists()
+
+
+def test_cache_dir_follows_rljax_cache_dir(monkeypatch, tmp_path):
+    monkeypatch.setenv("RLJAX_CACHE_DIR", str(tmp_path))
+    assert startup.cache_dir() == str(tmp_path / "jax")
+    monkeypatch.setenv("RLJAX_COMPILE_CACHE", "0")
+    assert not startup.cache_enabled()
+
+
+@pytest.mark.parametrize("spans,total", [([], 0.0), ([(0, 2), (1, 3)], 3.0),
+                                         ([(0, 1), (2, 3), (0.5, 0.7)], 2.0)])
+def test_compile_clock_counts_overlaps_once(spans, total):
+    clock = startup.CompileClock()
+    clock.spans = list(spans)
+    assert clock.seconds == pytest.approx(total)
