@@ -103,13 +103,13 @@ def test_presets_command_lists_every_preset(capsys):
         assert flat(f"{algo.name}: {algo.description}") in text
 
 
-def test_cartpole_pqn_note_and_readme_give_the_same_figures():
+def test_cartpole_pqn_note_and_the_presets_table_give_the_same_figures():
     import pathlib
     import re
 
     from rljax.run.presets import PRESETS
 
-    readme = (pathlib.Path(__file__).resolve().parents[2] / "README.md").read_text()
+    readme = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "presets.md").read_text()
     row = next(line for line in readme.splitlines() if line.startswith("| `cartpole-pqn` "))
     note = PRESETS["cartpole-pqn"].notes
     ranges = lambda text: set(re.findall(r"\d+-\d+k", text))
