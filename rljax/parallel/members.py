@@ -66,10 +66,7 @@ def vectorize_members(make_trainer: Callable[[Any], Trainer], env, seeds: Sequen
         return trainer_for(value).chunk_fn(state)
 
     keys = seed_keys(seeds)
-    # The members' init is one compiled program: executed op by op under vmap, with each
-    # member's jitted agent init nested inside, XLA:CPU's runtime could deadlock (all
-    # threads waiting on a futex, seen with 16-seed and sweep programs).
-    v_init, v_chunk = jax.jit(jax.vmap(member_init)), jax.vmap(member_chunk)
+    v_init, v_chunk = jax.vmap(member_init), jax.vmap(member_chunk)
 
     def init_state(keys: jax.Array, env_state):
         return v_init(keys, env_state, values)

@@ -58,10 +58,12 @@ def build(run: RunConfig) -> tuple[envs.Env, Any, Trainer, int]:
         env = envs.make(run.env_id, run.config.num_envs, run.seed, num_seeds=len(members),
                         member_seeds=[s for s, _ in members], **dict(run.env_options))
     preflight.check_values(run, env.spec)
-    agent = _make_agent(algo, run.config, env.spec)
+    single = len(members) == 1 and mesh is None
+    agent = _make_agent(algo, run.config, env.spec, jit_init=single)
 
     def make_trainer(config):
-        member_agent = agent if config is run.config else _make_agent(algo, config, env.spec)
+        member_agent = agent if config is run.config else _make_agent(algo, config, env.spec,
+                                                                      jit_init=single)
         return algo.make_trainer(member_agent, env, config, _updates_per_chunk(run),
                                  run.threshold)
 
@@ -85,11 +87,14 @@ def build(run: RunConfig) -> tuple[envs.Env, Any, Trainer, int]:
     return env, agent, trainer, num_chunks
 
 
-def _make_agent(algo, config, spec, **options):
-    """The algorithm's agent with ``init`` jitted: one compiled program (cached by the
-    compilation cache) instead of hundreds of eager operations, with the same result."""
+def _make_agent(algo, config, spec, jit_init: bool = True, **options):
+    """The algorithm's agent, with ``init`` jitted for a single run: one compiled program
+    (cached by the compilation cache) instead of hundreds of eager operations, with the
+    same result. Members keep the plain ``init`` under their vmap: a jitted init nested in
+    the vmapped member init, run op by op, could hang in XLA:CPU's runtime, and jitting the
+    whole member init hung sharded programs."""
     agent = algo.make_agent(config, spec, **options)
-    return agent._replace(init=jax.jit(agent.init))
+    return agent._replace(init=jax.jit(agent.init)) if jit_init else agent
 
 
 def _check_state(run: RunConfig, env: envs.Env, trainer: Trainer, loop: str) -> bool:
@@ -140,7 +145,7 @@ def _build_data_parallel(run: RunConfig, algo, device_list) -> tuple[envs.Env, A
     env = data_parallel.make_env(run.env_id, run.config.num_envs, run.seed, mesh,
                                  **dict(run.env_options))
     preflight.check_values(run, env.spec)
-    agent = _make_agent(algo, run.config, env.spec,
+    agent = _make_agent(algo, run.config, env.spec, jit_init=False,
                         **data_parallel.agent_options(algo.make_agent))
     trainer = algo.make_trainer(agent, env, run.config, _updates_per_chunk(run), run.threshold,
                                 split=data_parallel.split())
