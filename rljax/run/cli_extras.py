@@ -37,10 +37,12 @@ def list_presets() -> int:
     rows = [(p.name, p.run.env_id, p.run.algo, f"{p.run.total_steps:,}") for p in
             PRESETS.values()]
     w = [max(len(r[i]) for r in rows + [("preset", "env", "agent")]) + 2 for i in range(3)]
-    print(f"{'preset':<{w[0]}}{'env':<{w[1]}}{'agent':<{w[2]}}{'steps':>12}")
+    header = f"{'preset':<{w[0]}}{'env':<{w[1]}}{'agent':<{w[2]}}{'steps':>12}"
+    print(header if len(header) <= width else "preset env agent steps")
     print(wrap("key hyperparameters, then notes"))
     for (name, env, algo, steps), p in zip(rows, PRESETS.values(), strict=True):
-        print(f"{name:<{w[0]}}{env:<{w[1]}}{algo:<{w[2]}}{steps:>12}")
+        row = f"{name:<{w[0]}}{env:<{w[1]}}{algo:<{w[2]}}{steps:>12}"
+        print(row if len(row) <= width else f"{name} {env} {algo} {steps}")  # long env ids
         print(wrap(_preset_params(p)))
         if p.notes:
             print(wrap(f"({p.notes})"))

@@ -155,7 +155,8 @@ def test_off_policy_replay_stores_the_final_observation_and_cuts_at_termination(
     run = RunConfig(algo="dqn", env_id=CARTPOLE, env_options=(("max_episode_steps", 5),),
                     config=DQNConfig(num_envs=4, env_steps_per_update=4, batch_size=8,
                                      buffer_size=256, learning_starts=64, n_step=1,
-                                     prioritized=False, hidden_sizes=(16,)),
+                                     prioritized=False, hidden_sizes=(16,),
+                                     target_period=4),
                     total_steps=512, chunk_steps=128, seed=0, tensorboard=False)
     _, _, trainer, _ = build(run)
     state = trainer.init(jax.random.key(0))
