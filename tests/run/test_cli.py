@@ -64,9 +64,20 @@ def test_presets_wrap_to_the_terminal_and_skip_unused_epsilon(capsys, monkeypatc
     assert cli.main(["presets"]) == 0
     out = capsys.readouterr().out
     assert max(len(line) for line in out.splitlines()) < 80
-    sections = out.split("\ncartpole-rainbow ")[1].split("\ncartpole-ppo ")[0]
-    assert "noisy=True" in sections.replace("\n    ", " ") and "epsilon=" not in sections
-    assert "epsilon=" in out.split("\ncartpole-dqn ")[1].split("\nbreakout-dqn ")[0]
+    def section(name):  # a preset's row and its indented lines, up to the next row
+        lines = out.split(f"\n{name} ")[1].splitlines()
+        return "\n".join([lines[0]] + [x for x in _indented(lines[1:])])
+
+    assert "noisy=True" in section("cartpole-rainbow").replace("\n    ", " ")
+    assert "epsilon=" not in section("cartpole-rainbow")
+    assert "epsilon=" in section("cartpole-dqn")
+
+
+def _indented(lines):
+    for line in lines:
+        if not line.startswith("    "):
+            return
+        yield line
 
 
 def test_train_writes_run_directory(tmp_path):
