@@ -371,22 +371,30 @@ def minibatch_loss(config: PPOConfig, spec: EnvSpec, params: Params,
     """PPO's loss on one minibatch ``[N]``; returns ``(loss, metrics)``."""
     head, value = _forward(config, spec, params, minibatch.obs)
     log_prob, entropy = _log_prob_and_entropy(spec, params, head, minibatch.action)
-    mask = minibatch.valid
-    adv = minibatch.advantage
+    return loss_terms(config, log_prob, entropy, value, minibatch)
+
+
+def loss_terms(config: PPOConfig, log_prob: Array, entropy: Array, value: Array,
+               data: Samples) -> tuple[Array, Metrics]:
+    """The clipped surrogate, clipped value loss and entropy bonus from the current
+    policy's ``log_prob``, ``entropy`` and ``value`` (shaped like ``data``'s fields, masked
+    by ``data.valid``); ``(loss, metrics)``. Shared by feed-forward and recurrent PPO."""
+    mask = data.valid
+    adv = data.advantage
     if config.normalize_advantages:
         adv = losses.normalize(adv, mask)
     mean = functools.partial(losses.masked_mean, mask=mask)
-    policy_loss = mean(losses.clipped_surrogate_loss(log_prob, minibatch.log_prob, adv,
+    policy_loss = mean(losses.clipped_surrogate_loss(log_prob, data.log_prob, adv,
                                                      config.clip_eps))
-    value_loss = mean(losses.clipped_value_loss(value, minibatch.value, minibatch.target,
+    value_loss = mean(losses.clipped_value_loss(value, data.value, data.target,
                                                 config.value_clip_eps))
     entropy = mean(entropy)
     total = policy_loss + config.value_coef * value_loss - config.entropy_coef * entropy
     metrics = {
         "loss": total, "policy_loss": policy_loss, "value_loss": value_loss,
         "entropy": entropy,
-        "approx_kl": mean(losses.approx_kl(log_prob, minibatch.log_prob)),
-        "clip_fraction": mean(losses.clip_fraction(log_prob, minibatch.log_prob,
+        "approx_kl": mean(losses.approx_kl(log_prob, data.log_prob)),
+        "clip_fraction": mean(losses.clip_fraction(log_prob, data.log_prob,
                                                    config.clip_eps)),
     }
     return total, metrics

@@ -262,21 +262,7 @@ def ppo_sequence_loss(config: ppo.PPOConfig, spec: EnvSpec, params: Params,
     out = ppo_network(config, spec).unroll(params["net"], minibatch.hidden, data.obs, data.reset)
     head, value = out.outputs
     log_prob, entropy = ppo._log_prob_and_entropy(spec, params, head, data.action)
-    mask = data.valid
-    adv = losses.normalize(data.advantage, mask) if config.normalize_advantages else (
-        data.advantage)
-    mean = functools.partial(losses.masked_mean, mask=mask)
-    policy_loss = mean(losses.clipped_surrogate_loss(log_prob, data.log_prob, adv,
-                                                     config.clip_eps))
-    value_loss = mean(losses.clipped_value_loss(value, data.value, data.target,
-                                                config.value_clip_eps))
-    entropy = mean(entropy)
-    total = policy_loss + config.value_coef * value_loss - config.entropy_coef * entropy
-    return total, {
-        "loss": total, "policy_loss": policy_loss, "value_loss": value_loss,
-        "entropy": entropy, "approx_kl": mean(losses.approx_kl(log_prob, data.log_prob)),
-        "clip_fraction": mean(losses.clip_fraction(log_prob, data.log_prob, config.clip_eps)),
-    }
+    return ppo.loss_terms(config, log_prob, entropy, value, data)
 
 
 def ppo_update(config: ppo.PPOConfig, spec: EnvSpec, state: RecurrentState, batch: Rollout,
