@@ -189,23 +189,26 @@ def _one_chunk(run: RunConfig):
     return jax.device_get((state, metrics)), agent
 
 
-def test_member_k_of_two_seeds_equals_the_single_run():
+def test_member_k_of_four_seeds_equals_the_single_run():
     config = _ppo(num_envs=4, rollout_len=4)
     steps = 4 * config.steps_per_update
     common = dict(algo="ppo", env_id="CartPole-v1", config=config, total_steps=steps,
                   chunk_steps=steps, env_options=tuple(NOVEL.items()))
-    (many, many_metrics), agent = _one_chunk(RunConfig(seed=3, num_seeds=2, **common))
-    (one, one_metrics), _ = _one_chunk(RunConfig(seed=4, **common))
-    # Same program shape (the member axis aside): parameters, metrics and the carry agree
-    # to XLA:CPU's rounding of a vmapped against an unbatched program.
-    for a, b in zip(jax.tree.leaves((agent.params(many.agent), many.agent.hidden)),
-                    jax.tree.leaves((agent.params(one.agent), one.agent.hidden)), strict=True):
-        assert a.shape == (2,) + b.shape
-        np.testing.assert_allclose(a[1], b, rtol=1e-5, atol=MEMBER_ATOL)
-    for name, value in one_metrics.items():
-        np.testing.assert_allclose(many_metrics[name][1], value, rtol=1e-4, atol=1e-5,
-                                   err_msg=name)
-    assert not np.allclose(many.agent.hidden[0], many.agent.hidden[1])
+    (many, many_metrics), agent = _one_chunk(RunConfig(seed=3, num_seeds=4, **common))
+    for k in (0, 2):
+        (one, one_metrics), _ = _one_chunk(RunConfig(seed=3 + k, **common))
+        # Same program shape (the member axis aside): parameters, metrics and the carry
+        # agree to XLA:CPU's rounding of a vmapped against an unbatched program.
+        for a, b in zip(jax.tree.leaves((agent.params(many.agent), many.agent.hidden)),
+                        jax.tree.leaves((agent.params(one.agent), one.agent.hidden)),
+                        strict=True):
+            assert a.shape == (4,) + b.shape
+            np.testing.assert_allclose(a[k], b, rtol=1e-5, atol=MEMBER_ATOL)
+        for name, value in one_metrics.items():
+            np.testing.assert_allclose(many_metrics[name][k], value, rtol=1e-4, atol=1e-5,
+                                       err_msg=f"member {k}: {name}")
+    hidden = np.asarray(many.agent.hidden)
+    assert all(not np.allclose(hidden[i], hidden[j]) for i in range(4) for j in range(i))
 
 
 def test_checkpoint_keeps_the_carry_and_resume_continues(tmp_path):
@@ -261,3 +264,30 @@ def test_ppo_rnn_learns_novel_cartpole_and_a_flipped_surrogate_does_not():
     (solved_at, best), (flipped_at, flipped_best) = out
     assert 0 <= solved_at <= 150_000, best
     assert flipped_at < 0 and flipped_best < 50, flipped_best
+
+
+@pytest.mark.slow
+def test_recurrent_run_on_a_jax_native_env_resumes_exactly(tmp_path):
+    """A PPO-RNN run on gymnax CartPole (velocities hidden) stopped after its first chunk
+    and resumed ends where the uninterrupted run ends: the same metrics rows (episode
+    counts and returns continue), the same carry and the same parameters, bit for bit.
+    The checkpoint holds both the env state and the carry; without either the second
+    chunk would start from fresh episodes or a zero carry and differ."""
+    import rljax
+
+    common = dict(env="gymnax:CartPole-v1", num_envs=8, chunk_steps=512, num_epochs=1,
+                  num_minibatches=2, hidden_sizes=(8, 8), memory_size=8, eval_every=0,
+                  tensorboard=False, checkpoint_every=512, seed=5,
+                  total_updates=12)  # the learning rate anneals over the whole 1,536 steps
+    whole = rljax.train("cartpole-novel-ppo-rnn", run_dir=str(tmp_path / "whole"),
+                        total_steps=1_536, **common)
+    rljax.train("cartpole-novel-ppo-rnn", run_dir=str(tmp_path / "part"),
+                total_steps=512, **common)
+    resumed = rljax.train(resume=str(tmp_path / "part"), total_steps=1_536)
+    keys = ("env_steps", "episodes", "episode_return_mean", "return_mean_100", "loss")
+    assert [[r.get(k) for k in keys] for r in resumed.metrics] == [
+        [r.get(k) for k in keys] for r in whole.metrics[1:]]
+    assert whole.metrics[-1]["episodes"] > whole.metrics[0]["episodes"] > 0
+    for a, b in zip(jax.tree.leaves(jax.device_get(whole.state.agent)),
+                    jax.tree.leaves(jax.device_get(resumed.state.agent)), strict=True):
+        np.testing.assert_array_equal(a, b)
