@@ -24,7 +24,7 @@ def _sb3_model(preset: str):
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.noise import NormalActionNoise
 
-    from rljax.run.config import from_preset
+    from rljax.run.presets import from_preset
 
     run = from_preset(preset, tensorboard=False)
     c = run.config
@@ -70,7 +70,7 @@ def _sbx_model(preset: str, run=None):
     from stable_baselines3.common.noise import NormalActionNoise
     from stable_baselines3.common.vec_env import VecNormalize
 
-    from rljax.run.config import from_preset
+    from rljax.run.presets import from_preset
 
     if preset not in SBX_PRESETS:
         return None
