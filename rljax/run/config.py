@@ -345,7 +345,8 @@ def override(base: RunConfig, **changes: Any) -> RunConfig:
     for old, new in RUN_RENAMED.items():
         if old in changes:
             raise ValueError(f"run field {old!r} was renamed {new!r}; set {new} instead")
-    given = {o.name: (o, changes.pop(o.keyword)) for o in OPTIONS if o.keyword in changes}
+    given = {o.name: (o, changes.pop(o.keyword)) for o in settings.options(type(base))
+             if o.keyword in changes}
     given = {k: (o, v) for k, (o, v) in given.items()
              if v is not None and not (isinstance(v, str) and not v)}
     agent = {k: v for k, v in changes.items() if v is not None or k != "num_envs"}
