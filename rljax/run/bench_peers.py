@@ -1,6 +1,10 @@
 """Peer libraries beside rljax in ``rljax bench``: the same preset's env and config in
 Stable-Baselines3 (PyTorch: A2C, DQN, DDPG) and sbx (JAX: PPO, TD3, SAC), trained in this
-process after a warm-up. A peer that is not installed gives a row saying so."""
+process after a warm-up. A peer that is not installed gives a row saying so.
+
+Shipped in the run layer (not in ``benchmarks/``, which an installed rljax lacks) because
+``rljax bench`` reports the peers beside each preset it measures and lists them in
+``--presets``; ``benchmarks/sbx_peer.py`` reuses :func:`_sbx_model`."""
 
 from __future__ import annotations
 

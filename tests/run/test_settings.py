@@ -177,3 +177,12 @@ def test_parsing_the_command_line_loads_no_jax():
             "assert 'jax' not in sys.modules, 'jax imported'")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_the_readme_names_every_run_setting():
+    """A new run setting shows up in the README's command-line synopsis and API keywords."""
+    readme = (test_layers.ROOT.parent / "README.md").read_text()
+    synopsis = readme.split("## Command line", 1)[1].split("```", 2)[1]
+    api = readme.split("## Python API", 1)[1].split("## Command line", 1)[0]
+    assert [o.flag for o in OPTIONS if o.flag not in synopsis] == []
+    assert [o.keyword for o in OPTIONS if f"`{o.keyword}`" not in api] == []
