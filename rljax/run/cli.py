@@ -259,7 +259,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 
     from rljax import validate
     from rljax.run.api import evaluate, load
-    from rljax.run.config import coerce
+    from rljax.run.settings import coerce
 
     episodes = coerce("episodes", int, args.episodes)
     seed = None if args.seed is None else coerce("seed", int, args.seed)

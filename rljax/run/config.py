@@ -11,7 +11,7 @@ from typing import Any
 from rljax import validate
 from rljax.run import settings
 from rljax.run.registry import ALGORITHMS, get_algorithm
-from rljax.run.settings import setting
+from rljax.run.settings import coerce, setting
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -212,72 +212,6 @@ def _field_types(config_cls: type) -> dict[str, Any]:
     return typing.get_type_hints(config_cls)
 
 
-def _describe(tp: Any) -> str:
-    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
-
-
-def coerce(name: str, tp: Any, value: Any) -> Any:
-    """Converts ``value`` (a string from the command line, or a Python value) to ``tp``."""
-    origin = typing.get_origin(tp)
-    args = typing.get_args(tp)
-    if origin in (typing.Union, types.UnionType):
-        if value is None or (isinstance(value, str) and value.lower() in ("none", "null")):
-            if type(None) in args:
-                return None
-        errors = []
-        for arg in args:
-            if arg is type(None):
-                continue
-            try:
-                return coerce(name, arg, value)
-            except ValueError as e:
-                errors.append(str(e))
-        raise ValueError(f"bad value {value!r} for {name}: expected {_describe(tp)}")
-    if tp is bool:
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.lower() in ("true", "1", "yes", "on"):
-            return True
-        if isinstance(value, str) and value.lower() in ("false", "0", "no", "off"):
-            return False
-        raise ValueError(f"bad value {value!r} for {name}: expected true or false")
-    if tp is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        try:
-            number = float(str(value).replace("_", ""))
-        except ValueError:
-            number = float("nan")
-        if number.is_integer():
-            return int(number)
-        raise ValueError(f"bad value {value!r} for {name}: expected an integer")
-    if tp is float:
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return float(value)
-        try:
-            return float(str(value).replace("_", ""))
-        except ValueError:
-            raise ValueError(f"bad value {value!r} for {name}: expected a number") from None
-    if tp is str:
-        return str(value)
-    if origin is tuple and args and args[-1] is not Ellipsis:
-        # A fixed-size tuple such as a schedule point tuple[int, float]: "0:1.0" or [0, 1.0].
-        parts = value.strip("()[] ").split(":") if isinstance(value, str) else list(value)
-        if len(parts) != len(args):
-            raise ValueError(f"bad value {value!r} for {name}: expected "
-                             f"{len(args)} values separated by ':'")
-        return tuple(coerce(name, tp_i, p.strip() if isinstance(p, str) else p)
-                     for tp_i, p in zip(args, parts, strict=True))
-    if origin is tuple:
-        item = args[0] if args else str
-        if isinstance(value, str):
-            parts = [p for p in value.strip("()[] ").split(",") if p.strip()]
-        else:
-            parts = list(value)
-        return tuple(coerce(name, item, p.strip() if isinstance(p, str) else p) for p in parts)
-    return value
-
-
 def _check_field(config_cls: type, name: str) -> None:
     """ValueError naming an unknown field, with close matches and the allowed names, or
     a renamed one (:data:`RENAMED`) with its new name."""
@@ -383,7 +317,7 @@ def _coerce_sweep(config_cls: type, name: str, values: Any) -> tuple[str, tuple[
         tp = numeric[0] if len(numeric) == 1 else tp
     if tp not in (int, float):
         raise ValueError(f"--sweep {name}: only numeric (int or float) hyperparameters can be "
-                         f"swept, and {name} is {_describe(tp)}")
+                         f"swept, and {name} is {settings.describe(tp)}")
     values = tuple(values)
     if len(values) < 2:
         raise ValueError(f"--sweep {name}: give two values or more, got {list(values)!r}")

@@ -8,6 +8,8 @@ know about it:
   text, metavar; the default is written into the help from the field's own default) and a
   keyword argument of :func:`rljax.train` and :func:`rljax.run.config.override`, whose
   values (command-line text, or Python values) are converted to the field's type;
+* :func:`coerce` converts command-line text (or a Python value) to a field's type, for run
+  settings and agent fields alike;
 * ``low`` / ``high`` / ``note``: the integer bounds :func:`check` holds it to (a ``bool``
   field is checked to be a bool);
 * ``resumable``: a resume may change it (:func:`resumable`);
@@ -133,3 +135,70 @@ def check(obj: Any) -> None:
             validate.boolean(f.name, value)
         elif m["low"] is not None or m["high"] is not None:
             validate.integer(f.name, value, low=m["low"], high=m["high"], note=m["note"])
+
+
+def describe(tp: Any) -> str:
+    """A type as an error message names it (``int``, ``float | None``)."""
+    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
+
+
+def coerce(name: str, tp: Any, value: Any) -> Any:
+    """Converts ``value`` (a string from the command line, or a Python value) to ``tp``."""
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        if value is None or (isinstance(value, str) and value.lower() in ("none", "null")):
+            if type(None) in args:
+                return None
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return coerce(name, arg, value)
+            except ValueError as e:
+                errors.append(str(e))
+        raise ValueError(f"bad value {value!r} for {name}: expected {describe(tp)}")
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "1", "yes", "on"):
+            return True
+        if isinstance(value, str) and value.lower() in ("false", "0", "no", "off"):
+            return False
+        raise ValueError(f"bad value {value!r} for {name}: expected true or false")
+    if tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        try:
+            number = float(str(value).replace("_", ""))
+        except ValueError:
+            number = float("nan")
+        if number.is_integer():
+            return int(number)
+        raise ValueError(f"bad value {value!r} for {name}: expected an integer")
+    if tp is float:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+        try:
+            return float(str(value).replace("_", ""))
+        except ValueError:
+            raise ValueError(f"bad value {value!r} for {name}: expected a number") from None
+    if tp is str:
+        return str(value)
+    if origin is tuple and args and args[-1] is not Ellipsis:
+        # A fixed-size tuple such as a schedule point tuple[int, float]: "0:1.0" or [0, 1.0].
+        parts = value.strip("()[] ").split(":") if isinstance(value, str) else list(value)
+        if len(parts) != len(args):
+            raise ValueError(f"bad value {value!r} for {name}: expected "
+                             f"{len(args)} values separated by ':'")
+        return tuple(coerce(name, tp_i, p.strip() if isinstance(p, str) else p)
+                     for tp_i, p in zip(args, parts, strict=True))
+    if origin is tuple:
+        item = args[0] if args else str
+        if isinstance(value, str):
+            parts = [p for p in value.strip("()[] ").split(",") if p.strip()]
+        else:
+            parts = list(value)
+        return tuple(coerce(name, item, p.strip() if isinstance(p, str) else p) for p in parts)
+    return value
