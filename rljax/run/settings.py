@@ -8,8 +8,6 @@ know about it:
   text, metavar; the default is written into the help from the field's own default) and a
   keyword argument of :func:`rljax.train` and :func:`rljax.run.config.override`, whose
   values (command-line text, or Python values) are converted to the field's type;
-* :func:`coerce` converts command-line text (or a Python value) to a field's type, for run
-  settings and agent fields alike;
 * ``low`` / ``high`` / ``note``: the integer bounds :func:`check` holds it to (a ``bool``
   field is checked to be a bool);
 * ``resumable``: a resume may change it (:func:`resumable`);
@@ -17,7 +15,9 @@ know about it:
   ``rljax plot`` averages runs that differ only in such settings.
 
 Adding a field with :func:`setting` adds all of these; no other module lists run settings.
-This module imports nothing from the run layer: it reads any dataclass's fields.
+:func:`coerce` converts command-line text (or a Python value) to a field's type, for run
+settings and agent fields alike. This module imports nothing from the run layer: it reads
+any dataclass's fields.
 """
 
 from __future__ import annotations
