@@ -28,7 +28,7 @@ from jax import lax
 
 from rljax.run import checkpoint
 from rljax.run.build import build
-from rljax.run.config import from_preset
+from rljax.run.presets import from_preset
 
 GIB = 2**30
 

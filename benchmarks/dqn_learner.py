@@ -39,7 +39,8 @@ import rljax.networks.conv as conv_module
 from benchmarks.common import machine, timed_wall_cpu, write_results
 from rljax.loops.memory import make_memory
 from rljax.run.build import build
-from rljax.run.config import from_preset, parse_assignments
+from rljax.run.config import parse_assignments
+from rljax.run.presets import from_preset
 
 
 def _trainer(preset: str, unroll: bool, learning_starts: int, overrides: dict):

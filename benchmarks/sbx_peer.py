@@ -43,7 +43,7 @@ def compare(algo: str, rounds: int) -> dict:
     from benchmarks.throughput import _compiled, _until_learning
     from rljax.run.bench_peers import _sbx_model
     from rljax.run.build import build
-    from rljax.run.config import from_preset
+    from rljax.run.presets import from_preset
 
     preset, overrides, chunk_steps = PRESETS[algo]
     run = from_preset(preset, tensorboard=False, **overrides)

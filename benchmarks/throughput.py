@@ -34,7 +34,7 @@ from benchmarks.common import (
 )
 from rljax import envs
 from rljax.run.build import build
-from rljax.run.config import from_preset
+from rljax.run.presets import from_preset
 
 
 def _rounds(run, trainer, chunk, state, rounds: int, extra: dict | None = None) -> dict:

@@ -22,10 +22,10 @@ import numpy as np
 from rljax import validate
 from rljax.run import checkpoint, preflight, resuming, startup
 from rljax.run.build import build
-from rljax.run.config import RunConfig, from_preset, override
+from rljax.run.config import OPTIONS, RunConfig, override
 from rljax.run.driver import train_run
 from rljax.run.logging import read_json, read_jsonl
-from rljax.run.presets import Preset
+from rljax.run.presets import Preset, from_preset
 from rljax.run.rundir import manifest, member_slice
 
 
@@ -113,7 +113,8 @@ class Run:
     def save(self) -> str:
         """Writes a checkpoint of the whole train state into ``run_dir`` (replacing one of
         the same env step); returns its folder."""
-        return checkpoint.save(self.run_dir, self.state, manifest(self.config))
+        return checkpoint.save(self.run_dir, self.state, manifest(self.config),
+                               keep=self.config.keep_checkpoints)
 
 
 def train(preset_or_config: str | Preset | RunConfig | None = None, *, progress: bool = False,
@@ -128,16 +129,13 @@ def train(preset_or_config: str | Preset | RunConfig | None = None, *, progress:
         progress: draw the progress line on stderr.
         run_dir: run directory (default: a new folder under ``logdir``).
         resume: a run directory to continue from its newest checkpoint; only the fields
-            of :data:`rljax.run.checkpoint.RESUMABLE_CHANGES` may differ from it.
+            of :data:`rljax.run.config.RESUMABLE_CHANGES` may differ from it.
         from_checkpoint: with ``resume``, the env step of the checkpoint to continue from
             instead of the newest (say, the intact one before a corrupted newest); the
             newer ones are moved to ``RUN_DIR/checkpoint.superseded/``.
-        **overrides: ``env``, ``total_steps``, ``seed``, ``num_envs``, ``num_seeds``,
-            ``sweep`` (``"field=v1,v2"`` or ``("field", [v1, v2])``), ``devices``,
-            ``logdir``, ``eval_every``, ``eval_episodes``, ``checkpoint_every``,
-            ``keep_checkpoints``, ``chunk_steps``,
-            ``tensorboard``, ``wandb_project`` and any field of the agent's config (not
-            with a RunConfig).
+        **overrides: the run settings (:data:`rljax.run.config.OPTIONS`: {options};
+            ``sweep`` as ``"field=v1,v2"`` or ``("field", [v1, v2])``), ``num_envs`` and
+            any field of the agent's config (not with a RunConfig).
     """
     started = time.perf_counter()
     preflight.check_api_call(preset_or_config, overrides, progress)
@@ -157,6 +155,11 @@ def train(preset_or_config: str | Preset | RunConfig | None = None, *, progress:
                        started=started, from_checkpoint=from_checkpoint)
     return Run(result.run_dir, run, result.state, result.metrics, result.summary,
                result.agent, result.spec)
+
+
+if train.__doc__:  # the keywords as RunConfig declares them (no docstrings under -OO)
+    train.__doc__ = train.__doc__.replace("{options}",
+                                          ", ".join(f"``{o.keyword}``" for o in OPTIONS))
 
 
 def load(run_dir: str, from_checkpoint: int | None = None) -> Run:

@@ -109,7 +109,7 @@ def measure_preset(preset: str, *, num_envs: int | None = None, num_seeds: int =
     steps per compiled chunk (None: the preset's), shorter for slow learners."""
     from rljax import envs
     from rljax.run.build import build
-    from rljax.run.config import from_preset
+    from rljax.run.presets import from_preset
 
     run = from_preset(preset, num_envs=num_envs, num_seeds=num_seeds, tensorboard=False)
     run = dataclasses.replace(run, total_steps=10**9,

@@ -1,6 +1,10 @@
 """Peer libraries beside rljax in ``rljax bench``: the same preset's env and config in
 Stable-Baselines3 (PyTorch: A2C, DQN, DDPG) and sbx (JAX: PPO, TD3, SAC), trained in this
-process after a warm-up. A peer that is not installed gives a row saying so."""
+process after a warm-up. A peer that is not installed gives a row saying so.
+
+Shipped in the run layer (not in ``benchmarks/``, which an installed rljax lacks) because
+``rljax bench`` reports the peers beside each preset it measures and lists them in
+``--presets``; ``benchmarks/sbx_peer.py`` reuses :func:`_sbx_model`."""
 
 from __future__ import annotations
 
@@ -24,7 +28,7 @@ def _sb3_model(preset: str):
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.noise import NormalActionNoise
 
-    from rljax.run.config import from_preset
+    from rljax.run.presets import from_preset
 
     run = from_preset(preset, tensorboard=False)
     c = run.config
@@ -70,7 +74,7 @@ def _sbx_model(preset: str, run=None):
     from stable_baselines3.common.noise import NormalActionNoise
     from stable_baselines3.common.vec_env import VecNormalize
 
-    from rljax.run.config import from_preset
+    from rljax.run.presets import from_preset
 
     if preset not in SBX_PRESETS:
         return None

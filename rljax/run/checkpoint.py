@@ -10,7 +10,7 @@ A checkpoint is a folder ``RUN_DIR/checkpoint/ENV_STEP/`` written by orbax-check
 * ``manifest/``: rljax version, preset, algorithm, env id, the run's config, env steps.
 
 Each save adds a step folder and then deletes all but the last ``keep`` (the run's
-``keep_checkpoints``, 2 by default); a save killed at any moment leaves the previous
+``keep_checkpoints``); a save killed at any moment leaves the previous
 checkpoints as they were. Restoring reads the newest one.
 
 envpool's environments are not part of a checkpoint: a resumed run restarts its envs from
@@ -42,14 +42,10 @@ import numpy as np
 
 from rljax.buffers import sum_tree
 from rljax.parallel import multihost
+from rljax.run.config import RESUMABLE_CHANGES, RUN_RENAMED, RunConfig
 
 CHECKPOINT_DIR = "checkpoint"
-KEEP = 2
 _LEGACY = ("state.msgpack", "manifest.json")
-# Fields that may differ between a checkpoint and the run resuming it.
-RESUMABLE_CHANGES = ("total_steps", "logdir", "tensorboard", "wandb_project", "chunk_steps",
-                     "checkpoint_every", "keep_checkpoints", "stop_on_solve", "eval_every",
-                     "eval_episodes")
 
 
 class CheckpointError(ValueError):
@@ -128,16 +124,18 @@ def _reason(error: BaseException) -> str:
     return text[0][:300] if text else type(error).__name__
 
 
-def save(run_dir: str, state, manifest: dict, keep: int = KEEP) -> str:
+def save(run_dir: str, state, manifest: dict, keep: int | None = None) -> str:
     """Writes a checkpoint of ``state`` into ``run_dir``; returns its folder.
 
     In a multi-process run every process calls this with the same ``run_dir``, and each
     writes the shards of its own devices. A checkpoint of the same env step is replaced.
+    ``keep``: how many of the newest checkpoints to keep (None: RunConfig's default).
 
     Raises:
         SaveError: the checkpoint could not be written (one line saying why); nothing of
             it is left behind, and the earlier checkpoints are kept.
     """
+    keep = RunConfig.keep_checkpoints if keep is None else keep
     store, folder = _store(), _folder(run_dir)
     named, _ = _named_leaves(_payload(state))
     named = {k: v if isinstance(v, jax.Array) else jnp.asarray(v) for k, v in named.items()}
@@ -211,8 +209,6 @@ def _read_legacy_manifest(run_dir: str) -> dict:
 def saved_run(run_dir: str, step: int | None = None):
     """The :class:`~rljax.run.config.RunConfig` checkpoint ``step`` (default: the newest)
     was saved with."""
-    from rljax.run.config import RunConfig
-
     manifest = read_manifest(run_dir, step)
     try:
         return RunConfig.from_dict(manifest["run"])
@@ -241,8 +237,6 @@ def check_compatible(manifest: dict, run_config: dict) -> None:
     back as lists), and the checkpoint's run is read as this version reads a config file:
     fields added since it was written take their defaults, renamed ones their new names.
     """
-    from rljax.run.config import RUN_RENAMED, RunConfig
-
     as_json = lambda x: json.loads(json.dumps(x))
     saved = {RUN_RENAMED.get(k, k): v for k, v in manifest.get("run", {}).items()}
     try:

@@ -31,18 +31,7 @@ def _build_parser() -> argparse.ArgumentParser:
     train.add_argument("preset", nargs="?",
                        help="preset name (see `rljax presets`); left out with --resume, the "
                             "run continues with the configuration it was saved with")
-    train.add_argument("--env", help="envpool task id to use instead of the preset's")
-    train.add_argument("--total-steps", help="env-step budget over all envs")
-    train.add_argument("--seed", help="random seed (default 0)")
-    train.add_argument("--seeds", metavar="N",
-                       help="train N independent seeds (seed .. seed+N-1) in one program")
-    train.add_argument("--sweep", metavar="FIELD=V1,V2,...", action="append",
-                       help="train one agent per value of a numeric hyperparameter, all in "
-                            "one program (times --seeds); e.g. --sweep actor_lr=1e-4,5e-4,1e-3")
-    train.add_argument("--devices", metavar="N",
-                       help="split the seeds (x sweep values) over N devices in one program "
-                            "(all processes' devices with --distributed); one agent learns "
-                            "data-parallel over them")
+    _add_run_options(train)
     train.add_argument("--distributed", action="store_true",
                        help="join a multi-process run (jax.distributed) before training; "
                             "without the three options below, JAX detects the cluster "
@@ -54,7 +43,6 @@ def _build_parser() -> argparse.ArgumentParser:
     train.add_argument("--process-id", metavar="I", type=int,
                        help="with --distributed: this process's id, 0 .. N-1")
     train.add_argument("--num-envs", help="number of parallel envs")
-    train.add_argument("--logdir", help="parent folder of run directories (default runs/)")
     train.add_argument("--set", action="append", metavar="FIELD=VALUE", default=[],
                        help="override an agent config field; repeatable")
     train.add_argument("--resume", metavar="RUN_DIR",
@@ -65,22 +53,7 @@ def _build_parser() -> argparse.ArgumentParser:
                        help="with --resume: continue from the checkpoint of this env step "
                             "instead of the newest (newer ones are moved to "
                             "RUN_DIR/checkpoint.superseded/)")
-    train.add_argument("--checkpoint-every", metavar="STEPS",
-                       help="save a checkpoint every STEPS env steps (default 100000; "
-                            "always at the end)")
-    train.add_argument("--keep-checkpoints", metavar="N",
-                       help="keep the N newest checkpoints (default 2)")
-    train.add_argument("--chunk-steps", metavar="STEPS",
-                       help="env steps per compiled chunk: the cadence of metrics rows, "
-                            "progress and checkpoints (default: the preset's)")
-    train.add_argument("--eval-every", metavar="STEPS",
-                       help="evaluate the noise-free policy every STEPS env steps")
-    train.add_argument("--eval-episodes", metavar="N", help="episodes per evaluation (10)")
     train.add_argument("--quiet", action="store_true", help="no progress display")
-    train.add_argument("--no-tensorboard", action="store_true",
-                       help="do not write TensorBoard event files")
-    train.add_argument("--wandb", metavar="PROJECT",
-                       help="also log to this Weights & Biases project (needs wandb)")
     train.add_argument("--no-compile-cache", action="store_true",
                        help="do not use JAX's persistent compilation cache (default: on, in "
                             "~/.cache/rljax/jax; also RLJAX_COMPILE_CACHE=0)")
@@ -90,6 +63,22 @@ def _build_parser() -> argparse.ArgumentParser:
                             "long (default 60)")
     _add_other_commands(sub)
     return parser
+
+
+def _add_run_options(train: argparse.ArgumentParser, options=None) -> None:
+    """One option per run setting (:data:`rljax.run.config.OPTIONS`, from RunConfig's field
+    metadata); the value is kept as typed (None when not given) and converted by
+    :func:`rljax.run.config.override`, so the command line and the API say the same."""
+    from rljax.run.config import OPTIONS
+
+    group = train.add_argument_group("run settings (also keyword arguments of rljax.train)")
+    for o in OPTIONS if options is None else options:
+        if o.switch:
+            group.add_argument(o.flag, dest=o.keyword, action="store_const",
+                               const=not o.default, default=None, help=o.help)
+        else:
+            group.add_argument(o.flag, dest=o.keyword, metavar=o.metavar, help=o.help,
+                               action="append" if o.once else "store")
 
 
 def _add_other_commands(sub) -> None:
@@ -147,18 +136,9 @@ def _resume_command(args: argparse.Namespace, run_dir: str) -> str:
     return " ".join(shlex.quote(w) for w in words)
 
 
-# Run settings have options of their own; --set takes the agent's fields.
-_RUN_OPTIONS = {"env": "--env", "total_steps": "--total-steps", "seed": "--seed",
-                "num_seeds": "--seeds", "sweep": "--sweep", "devices": "--devices",
-                "logdir": "--logdir", "tensorboard": "--no-tensorboard",
-                "wandb_project": "--wandb", "eval_every": "--eval-every",
-                "eval_episodes": "--eval-episodes", "checkpoint_every": "--checkpoint-every",
-                "chunk_steps": "--chunk-steps", "keep_checkpoints": "--keep-checkpoints"}
-
-
 def _agent_assignments(args: argparse.Namespace) -> dict[str, str]:
     """``--set`` as ``{field: text}``, refusing run settings and a second num_envs."""
-    from rljax.run.config import parse_assignments
+    from rljax.run.config import OPTIONS, parse_assignments
 
     sets = parse_assignments(args.set)
     names = [item.partition("=")[0].strip() for item in args.set]
@@ -166,10 +146,11 @@ def _agent_assignments(args: argparse.Namespace) -> dict[str, str]:
         if names.count(name) > 1:
             raise ValueError(f"--set {name} given {names.count(name)} times; give each field "
                              "once")
+    flags = {o.keyword: o.flag for o in OPTIONS} | {o.name: o.flag for o in OPTIONS}
     for name in sets:
-        if name in _RUN_OPTIONS:
+        if name in flags:
             raise ValueError(f"--set {name}: {name} is a run setting, not an agent field; "
-                             f"use {_RUN_OPTIONS[name]}")
+                             f"use {flags[name]}")
     if "num_envs" in sets and args.num_envs is not None:
         raise ValueError(f"num_envs given twice (--num-envs {args.num_envs} and --set "
                          f"num_envs={sets['num_envs']}); give it once")
@@ -180,26 +161,29 @@ def _run_config(args: argparse.Namespace):
     """The run the options describe: a preset with overrides, or (``--resume`` without a
     preset) the configuration the checkpoint was saved with, with the options' changes."""
     from rljax.run import checkpoint
-    from rljax.run.config import from_preset, override
+    from rljax.run.config import OPTIONS, override
+    from rljax.run.presets import from_preset
 
     sets = _agent_assignments(args)
-    if args.sweep is not None and len(args.sweep) > 1:
-        raise ValueError(f"--sweep given {len(args.sweep)} times ({', '.join(args.sweep)}); a "
-                         "run sweeps one field: run one sweep per field")
-    args.sweep = args.sweep[0] if args.sweep else None
-    changes = dict(env=args.env, total_steps=args.total_steps, seed=args.seed,
-                   num_envs=sets.pop("num_envs", args.num_envs), num_seeds=args.seeds,
-                   sweep=args.sweep, devices=args.devices, logdir=args.logdir,
-                   wandb_project=args.wandb, eval_every=args.eval_every,
-                   eval_episodes=args.eval_episodes, checkpoint_every=args.checkpoint_every,
-                   chunk_steps=args.chunk_steps, keep_checkpoints=args.keep_checkpoints,
-                   **sets)
+    changes = {o.keyword: _given(args, o) for o in OPTIONS}
+    changes = dict(changes, num_envs=sets.pop("num_envs", args.num_envs), **sets)
     if args.preset is not None:
-        return from_preset(args.preset, tensorboard=not args.no_tensorboard, **changes)
+        return from_preset(args.preset, **changes)
     if args.resume is None:
         raise ValueError("give a preset (see `rljax presets`), or --resume RUN_DIR")
-    return override(checkpoint.saved_run(args.resume, args.from_checkpoint),
-                    tensorboard=False if args.no_tensorboard else None, **changes)
+    return override(checkpoint.saved_run(args.resume, args.from_checkpoint), **changes)
+
+
+def _given(args: argparse.Namespace, option) -> object:
+    """The option's value as typed (None: not given); an option allowed once is refused
+    when repeated."""
+    value = getattr(args, option.keyword)
+    if option.once and value is not None:
+        if len(value) > 1:
+            raise ValueError(f"{option.flag} given {len(value)} times ({', '.join(value)}); "
+                             f"{option.once}")
+        value = value[0]
+    return value
 
 
 def _compile_cache(args: argparse.Namespace) -> None:
@@ -275,10 +259,10 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 
     from rljax import validate
     from rljax.run.api import evaluate, load
-    from rljax.run.config import _coerce
+    from rljax.run.settings import coerce
 
-    episodes = _coerce("episodes", int, args.episodes)
-    seed = None if args.seed is None else _coerce("seed", int, args.seed)
+    episodes = coerce("episodes", int, args.episodes)
+    seed = None if args.seed is None else coerce("seed", int, args.seed)
     validate.integer("episodes", episodes, low=1)
     validate.integer("seed", seed, low=0, high=validate.INT32_LIMIT - 1, optional=True)
     _compile_cache(args)

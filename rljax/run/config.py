@@ -6,18 +6,21 @@ import dataclasses
 import difflib
 import types
 import typing
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rljax import validate
+from rljax.run import settings
 from rljax.run.registry import ALGORITHMS, get_algorithm
-
-if TYPE_CHECKING:  # presets.py builds RunConfigs, so it imports this module
-    from rljax.run.presets import Preset
+from rljax.run.settings import coerce, setting
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class RunConfig:
     """Everything that defines a training run.
+
+    A field made with :func:`~rljax.run.settings.setting` is a run setting: its metadata
+    gives its command-line option, its ``rljax.train`` keyword, its bounds and whether a
+    resume may change it (:data:`OPTIONS`, :data:`RESUMABLE_CHANGES`).
 
     Attributes:
         algo: algorithm name.
@@ -53,46 +56,58 @@ class RunConfig:
     """
 
     algo: str
-    env_id: str
+    env_id: str = setting(help="envpool task id to use instead of the preset's", keyword="env")
     config: Any
-    total_steps: int
-    seed: int = 0
-    num_seeds: int = 1
+    total_steps: int = setting(help="env-step budget over all envs", low=1,
+                               high=validate.INT32_LIMIT - 1, resumable=True,
+                               note="below 2**31: the training loop counts env steps in int32")
+    seed: int = setting(0, help="random seed (default {default})", low=0,
+                        high=validate.INT32_LIMIT - 1, learning=False)
+    num_seeds: int = setting(1, help="train N independent seeds (seed .. seed+N-1) in one "
+                             "program", flag="--seeds", metavar="N", low=1, high=4096,
+                             learning=False)
     threshold: float | None = None
     env_options: tuple[tuple[str, Any], ...] = ()
-    chunk_steps: int = 20_000
-    logdir: str = "runs"
+    chunk_steps: int = setting(20_000, help="env steps per compiled chunk: the cadence of "
+                               "metrics rows, progress and checkpoints (default: the preset's)",
+                               metavar="STEPS", low=1, resumable=True)
+    logdir: str = setting("runs", help="parent folder of run directories (default {default}/)",
+                          resumable=True, learning=False)
     preset: str | None = None
-    checkpoint_every: int = 100_000
-    keep_checkpoints: int = 2
-    stop_on_solve: bool = False
-    eval_every: int = 0
-    eval_episodes: int = 10
-    tensorboard: bool = True
-    wandb_project: str | None = None
-    sweep: tuple[str, tuple[float, ...]] | None = None
-    devices: int = 1
+    checkpoint_every: int = setting(100_000, help="save a checkpoint every STEPS env steps "
+                                    "(default {default}; always at the end)", metavar="STEPS",
+                                    low=1, resumable=True, learning=False)
+    keep_checkpoints: int = setting(2, help="keep the N newest checkpoints (default {default})",
+                                    metavar="N", low=1, resumable=True, learning=False)
+    stop_on_solve: bool = setting(False, resumable=True)
+    eval_every: int = setting(0, help="evaluate the noise-free policy every STEPS env steps "
+                              "(default {default}: never)", metavar="STEPS", low=0,
+                              resumable=True, learning=False)
+    eval_episodes: int = setting(10, help="episodes per evaluation ({default})", metavar="N",
+                                 low=1, resumable=True, learning=False)
+    tensorboard: bool = setting(True, help="do not write TensorBoard event files",
+                                flag="--no-tensorboard", resumable=True, learning=False)
+    wandb_project: str | None = setting(None, help="also log to this Weights & Biases project "
+                                        "(needs wandb)", flag="--wandb", metavar="PROJECT",
+                                        resumable=True, learning=False)
+    sweep: tuple[str, tuple[float, ...]] | None = setting(
+        None, help="train one agent per value of a numeric hyperparameter, all in one program "
+        "(times --seeds); e.g. --sweep actor_lr=1e-4,5e-4,1e-3", metavar="FIELD=V1,V2,...",
+        once="a run sweeps one field: run one sweep per field")
+    devices: int = setting(1, help="split the seeds (x sweep values) over N devices in one "
+                           "program (all processes' devices with --distributed); one agent "
+                           "learns data-parallel over them", metavar="N", low=1)
 
     def __post_init__(self):
         algo = get_algorithm(self.algo)
         if not isinstance(self.config, algo.config_cls):
             raise ValueError(f"config for {self.algo} must be a {algo.config_cls.__name__}, "
                              f"got {type(self.config).__name__}")
-        validate.integer("num_seeds", self.num_seeds, low=1, high=4096)
-        validate.integer("eval_every", self.eval_every, low=0)
-        # The loop's env-step counter is int32 (rljax.loops.state).
-        validate.integer("total_steps", self.total_steps, low=1, high=validate.INT32_LIMIT - 1,
-                         note="below 2**31: the training loop counts env steps in int32")
-        for name in ("chunk_steps", "checkpoint_every", "keep_checkpoints", "eval_episodes"):
-            validate.integer(name, getattr(self, name), low=1)
-        validate.integer("seed", self.seed, low=0, high=validate.INT32_LIMIT - 1)
-        for name in ("stop_on_solve", "tensorboard"):
-            validate.boolean(name, getattr(self, name))
+        settings.check(self)
         if self.sweep is not None:
             from rljax.parallel.sweep import check_sweep
 
             check_sweep(self.config, *self.sweep)
-        validate.integer("devices", self.devices, low=1)
         if self.devices > 1 and self.num_members == 1:
             from rljax.parallel import data_parallel
 
@@ -148,6 +163,13 @@ class RunConfig:
         return cls(**values)
 
 
+# Derived from the fields' metadata (rljax.run.settings): the options users set by flag
+# or keyword, the fields a resume may change, and those that do not change what is learned.
+OPTIONS: tuple[settings.Option, ...] = settings.options(RunConfig)
+RESUMABLE_CHANGES: tuple[str, ...] = settings.resumable(RunConfig)
+NOT_LEARNING: tuple[str, ...] = settings.not_learning(RunConfig)
+
+
 def _sweep_from_dict(data: dict | None, algo: str) -> tuple[str, tuple[float, ...]] | None:
     if not data:
         return None
@@ -190,72 +212,6 @@ def _field_types(config_cls: type) -> dict[str, Any]:
     return typing.get_type_hints(config_cls)
 
 
-def _describe(tp: Any) -> str:
-    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
-
-
-def _coerce(name: str, tp: Any, value: Any) -> Any:
-    """Converts ``value`` (a string from the command line, or a Python value) to ``tp``."""
-    origin = typing.get_origin(tp)
-    args = typing.get_args(tp)
-    if origin in (typing.Union, types.UnionType):
-        if value is None or (isinstance(value, str) and value.lower() in ("none", "null")):
-            if type(None) in args:
-                return None
-        errors = []
-        for arg in args:
-            if arg is type(None):
-                continue
-            try:
-                return _coerce(name, arg, value)
-            except ValueError as e:
-                errors.append(str(e))
-        raise ValueError(f"bad value {value!r} for {name}: expected {_describe(tp)}")
-    if tp is bool:
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.lower() in ("true", "1", "yes", "on"):
-            return True
-        if isinstance(value, str) and value.lower() in ("false", "0", "no", "off"):
-            return False
-        raise ValueError(f"bad value {value!r} for {name}: expected true or false")
-    if tp is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        try:
-            number = float(str(value).replace("_", ""))
-        except ValueError:
-            number = float("nan")
-        if number.is_integer():
-            return int(number)
-        raise ValueError(f"bad value {value!r} for {name}: expected an integer")
-    if tp is float:
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return float(value)
-        try:
-            return float(str(value).replace("_", ""))
-        except ValueError:
-            raise ValueError(f"bad value {value!r} for {name}: expected a number") from None
-    if tp is str:
-        return str(value)
-    if origin is tuple and args and args[-1] is not Ellipsis:
-        # A fixed-size tuple such as a schedule point tuple[int, float]: "0:1.0" or [0, 1.0].
-        parts = value.strip("()[] ").split(":") if isinstance(value, str) else list(value)
-        if len(parts) != len(args):
-            raise ValueError(f"bad value {value!r} for {name}: expected "
-                             f"{len(args)} values separated by ':'")
-        return tuple(_coerce(name, tp_i, p.strip() if isinstance(p, str) else p)
-                     for tp_i, p in zip(args, parts, strict=True))
-    if origin is tuple:
-        item = args[0] if args else str
-        if isinstance(value, str):
-            parts = [p for p in value.strip("()[] ").split(",") if p.strip()]
-        else:
-            parts = list(value)
-        return tuple(_coerce(name, item, p.strip() if isinstance(p, str) else p) for p in parts)
-    return value
-
-
 def _check_field(config_cls: type, name: str) -> None:
     """ValueError naming an unknown field, with close matches and the allowed names, or
     a renamed one (:data:`RENAMED`) with its new name."""
@@ -283,7 +239,7 @@ def build_config(config_cls: type, values: dict[str, Any], base: Any = None) -> 
     coerced = {}
     for name, value in values.items():
         _check_field(config_cls, name)
-        coerced[name] = _coerce(name, types_[name], value)
+        coerced[name] = coerce(name, types_[name], value)
     if base is None:
         return config_cls(**coerced)
     return dataclasses.replace(base, **coerced)
@@ -312,61 +268,44 @@ def parse_sweep(text: str | None) -> tuple[str, tuple[str, ...]] | None:
     return name.strip(), parts
 
 
-def from_preset(preset: str | Preset, *, tensorboard: bool = True,
-                wandb_project: str | None = None, **changes: Any) -> RunConfig:
-    """A RunConfig from a preset, with run-level and agent-field overrides (as
-    :func:`override` takes them)."""
-    from rljax.run.presets import Preset, get_preset
+def override(base: RunConfig, **changes: Any) -> RunConfig:
+    """``base`` with run settings (:data:`OPTIONS`, by keyword) and agent fields changed;
+    a value of None (or an empty text) keeps ``base``'s.
 
-    base = (preset if isinstance(preset, Preset) else get_preset(preset)).run
-    return override(base, tensorboard=tensorboard, wandb_project=wandb_project, **changes)
-
-
-def override(base: RunConfig, *, env: str | None = None, total_steps: int | None = None,
-             seed: int | None = None, num_envs: int | None = None,
-             num_seeds: int | None = None, sweep: tuple[str, Any] | str | None = None,
-             devices: int | None = None, logdir: str | None = None,
-             tensorboard: bool | None = None, wandb_project: str | None = None,
-             eval_every: int | None = None, eval_episodes: int | None = None,
-             checkpoint_every: int | None = None, chunk_steps: int | None = None,
-             keep_checkpoints: int | None = None, **overrides: Any) -> RunConfig:
-    """``base`` with run-level and agent-field overrides (None: as in ``base``).
-
-    Agent fields may be given as strings (from ``--set``) or Python values.
+    Values may be strings (from the command line) or Python values.
     """
     from rljax.envs import check_task
 
     for old, new in RUN_RENAMED.items():
-        if old in overrides:
+        if old in changes:
             raise ValueError(f"run field {old!r} was renamed {new!r}; set {new} instead")
+    given = {o.name: (o, changes.pop(o.keyword)) for o in settings.options(type(base))
+             if o.keyword in changes}
+    given = {k: (o, v) for k, (o, v) in given.items()
+             if v is not None and not (isinstance(v, str) and not v)}
+    agent = {k: v for k, v in changes.items() if v is not None or k != "num_envs"}
     algo = get_algorithm(base.algo)
-    if num_envs is not None:
-        overrides["num_envs"] = num_envs
-    changes: dict[str, Any] = {"config": build_config(algo.config_cls, overrides,
-                                                      base=base.config)}
+    new: dict[str, Any] = {"config": build_config(algo.config_cls, agent, base=base.config)}
+    for name, (option, value) in given.items():
+        if name != "sweep":
+            new[name] = coerce(name, settings.without_none(option.type), value)
+    env = new.get("env_id")
     if env is not None:
         check_task(env)
-        changes["env_id"], changes["env_options"] = env, ()
-    if isinstance(sweep, str):
-        sweep = parse_sweep(sweep)
-    if sweep is not None:
-        changes["sweep"] = _coerce_sweep(algo.config_cls, *sweep)
-        if changes["sweep"][0] in overrides and changes["sweep"][0] != "num_envs":
+        new["env_options"] = ()
+        if env != base.env_id or base.threshold is None:
+            # A preset's threshold is for its own task; another task brings its own.
+            new["threshold"] = _task_threshold(env)
+    if "sweep" in given:
+        sweep = given["sweep"][1]
+        new["sweep"] = _coerce_sweep(algo.config_cls,
+                                     *(parse_sweep(sweep) if isinstance(sweep, str) else sweep))
+        field = new["sweep"][0]
+        if field in agent and field != "num_envs":
             # (a num_envs sweep is refused on its own: it sets the pool's size)
-            field = changes["sweep"][0]
             raise ValueError(f"{field} is both swept and set (sweep {field}=... and "
-                             f"{field}={overrides[field]}); the sweep sets it, so give one")
-    if env is not None and (env != base.env_id or base.threshold is None):
-        # A preset's threshold is for its own task; another task brings its own.
-        changes["threshold"] = _task_threshold(env)
-    for name, value in (("total_steps", total_steps), ("seed", seed), ("num_seeds", num_seeds),
-                        ("devices", devices), ("eval_every", eval_every),
-                        ("eval_episodes", eval_episodes), ("checkpoint_every", checkpoint_every),
-                        ("chunk_steps", chunk_steps), ("keep_checkpoints", keep_checkpoints)):
-        if value is not None:
-            changes[name] = _coerce(name, int, value)
-    given = {"logdir": logdir or None, "tensorboard": tensorboard, "wandb_project": wandb_project}
-    return dataclasses.replace(base, **changes, **{k: v for k, v in given.items() if v is not None})
+                             f"{field}={agent[field]}); the sweep sets it, so give one")
+    return dataclasses.replace(base, **new)
 
 
 def _coerce_sweep(config_cls: type, name: str, values: Any) -> tuple[str, tuple[float, ...]]:
@@ -378,11 +317,11 @@ def _coerce_sweep(config_cls: type, name: str, values: Any) -> tuple[str, tuple[
         tp = numeric[0] if len(numeric) == 1 else tp
     if tp not in (int, float):
         raise ValueError(f"--sweep {name}: only numeric (int or float) hyperparameters can be "
-                         f"swept, and {name} is {_describe(tp)}")
+                         f"swept, and {name} is {settings.describe(tp)}")
     values = tuple(values)
     if len(values) < 2:
         raise ValueError(f"--sweep {name}: give two values or more, got {list(values)!r}")
-    return name, tuple(_coerce(name, tp, v) for v in values)
+    return name, tuple(coerce(name, tp, v) for v in values)
 
 
 def _task_threshold(env_id: str) -> float | None:

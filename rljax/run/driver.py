@@ -250,7 +250,7 @@ def train_run(run: RunConfig, *, run_dir: str | None = None, progress: bool = Tr
         progress: draw the progress line.
         resume: a run directory whose newest checkpoint to continue from (its config
             must match ``run`` except for the fields of
-            :data:`rljax.run.checkpoint.RESUMABLE_CHANGES`). Metrics rows logged after
+            :data:`rljax.run.config.RESUMABLE_CHANGES`). Metrics rows logged after
             that checkpoint are dropped, so the resumed rows follow on.
         started: ``time.perf_counter()`` when the command started (default: now); the
             summary's ``startup_s`` counts from it to the first metrics row.

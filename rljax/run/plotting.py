@@ -7,6 +7,7 @@ from collections import OrderedDict
 
 import numpy as np
 
+from rljax.run.config import NOT_LEARNING
 from rljax.run.logging import read_json, read_jsonl
 
 CURVE_KEY = "return_mean_100"
@@ -76,8 +77,7 @@ def _label(run_dir: str) -> str:
 
 # Run settings that do not change what is learned: runs differing only in these (and in
 # the seed) are drawn as one curve, the mean over the seeds.
-_NOT_LEARNING = ("seed", "num_seeds", "logdir", "tensorboard", "wandb_project", "eval_every",
-                 "eval_episodes", "checkpoint_every", "keep_checkpoints", "label")
+_NOT_LEARNING = (*NOT_LEARNING, "label")
 
 
 def _learning_config(run_dir: str) -> dict | None:

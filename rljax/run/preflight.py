@@ -31,6 +31,8 @@ import numpy as np
 
 from rljax import resources, validate
 from rljax.parallel import members as members_lib
+from rljax.run import settings
+from rljax.run.config import RunConfig
 
 _INT32_MAX = validate.INT32_LIMIT - 1
 
@@ -247,12 +249,7 @@ def check_memory(run: Any, spec: Any, state: Any, loop: str) -> None:
 
 # Run-level keyword arguments of rljax.train and their types (agent fields take theirs
 # from the agent's config class).
-RUN_TYPES: dict[str, Any] = {
-    "env": str, "total_steps": int, "seed": int, "num_envs": int, "num_seeds": int,
-    "devices": int, "eval_every": int, "eval_episodes": int, "logdir": str,
-    "tensorboard": bool, "wandb_project": str | None, "checkpoint_every": int,
-    "chunk_steps": int, "keep_checkpoints": int,
-}
+RUN_TYPES: dict[str, Any] = {**settings.api_types(RunConfig), "num_envs": int}
 
 
 _SHORT = {bool: "bool", int: "int", float: "number", str: "str", type(None): "None"}

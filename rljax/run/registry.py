@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from rljax.loops.state import Trainer
+if TYPE_CHECKING:  # only annotated: the command line reads this table without loading jax
+    from rljax.loops.state import Trainer
 
 
 class Algorithm(NamedTuple):

@@ -15,7 +15,7 @@ from rljax.agents import dqn
 from rljax.buffers.nstep import NStepTransition
 from rljax.buffers.prioritized import PrioritizedSample
 from rljax.run import cli
-from rljax.run.config import from_preset
+from rljax.run.presets import from_preset
 
 N, OBS, A = 16, 5, 3
 

@@ -16,7 +16,7 @@ from rljax.buffers import sum_tree
 from rljax.envs.stats import last_episodes
 from rljax.loops.memory import make_memory
 from rljax.run.build import build
-from rljax.run.config import from_preset
+from rljax.run.presets import from_preset
 from rljax.run.registry import get_algorithm
 from rljax.types import Transition
 

@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from rljax.run.config import from_preset
+from rljax.run.presets import from_preset
 
 SCRIPT = textwrap.dedent("""
     import os
@@ -16,7 +16,7 @@ SCRIPT = textwrap.dedent("""
                                + " --xla_force_host_platform_device_count=4")
     import dataclasses, json, sys
     import jax, numpy as np
-    from rljax.run.config import from_preset
+    from rljax.run.presets import from_preset
     from rljax.run.build import build
     from rljax.run.driver import train_run
 

@@ -11,8 +11,8 @@ from rljax import envs
 from rljax.agents.a2c import A2CConfig, make_a2c
 from rljax.loops.on_policy import make_on_policy_trainer
 from rljax.parallel.members import vectorize_seeds
-from rljax.run.config import from_preset
 from rljax.run.driver import train_run
+from rljax.run.presets import from_preset
 
 CFG = A2CConfig(num_envs=4, rollout_len=2)  # short rollouts: quick to compile
 

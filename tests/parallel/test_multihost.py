@@ -16,8 +16,8 @@ import jax
 import numpy as np
 import pytest
 
-from rljax.run.config import from_preset
 from rljax.run.driver import train_run
+from rljax.run.presets import from_preset
 
 SCRIPT = textwrap.dedent("""
     import os, sys
@@ -30,7 +30,7 @@ SCRIPT = textwrap.dedent("""
     import jax, numpy as np
     from rljax.run import checkpoint
     from rljax.run.build import build
-    from rljax.run.config import from_preset
+    from rljax.run.presets import from_preset
     from rljax.run.driver import train_run
 
     assert jax.process_count() == 2 and jax.device_count() == 4, jax.devices()

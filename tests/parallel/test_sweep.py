@@ -12,8 +12,9 @@ from _backend import MEMBER_ATOL, MEMBER_RTOL, ON_CPU
 
 from rljax.parallel.sweep import SweepError
 from rljax.run.build import build
-from rljax.run.config import RunConfig, from_preset, parse_sweep
+from rljax.run.config import RunConfig, parse_sweep
 from rljax.run.driver import train_run
+from rljax.run.presets import from_preset
 
 
 def _run(run: RunConfig, chunks: int = 2):

@@ -14,8 +14,7 @@ import rljax
 from rljax import resources
 from rljax.run import cli, preflight
 from rljax.run.build import build
-from rljax.run.config import from_preset
-from rljax.run.presets import PRESETS
+from rljax.run.presets import PRESETS, from_preset
 
 _FLAGS = ["--quiet", "--no-tensorboard"]
 

@@ -18,8 +18,8 @@ import pytest
 from rljax.agents import a2c
 from rljax.run import checkpoint, cli
 from rljax.run.build import build
-from rljax.run.config import from_preset
 from rljax.run.driver import NonFiniteError, train_run
+from rljax.run.presets import from_preset
 
 
 @pytest.fixture(scope="module")
@@ -258,7 +258,7 @@ def test_manifest_from_json_matches_its_run():
     import json
 
     from rljax.run.checkpoint import CheckpointError, check_compatible
-    from rljax.run.config import from_preset
+    from rljax.run.presets import from_preset
 
     run = from_preset("breakout-dqn-500k").to_dict()
     saved = json.loads(json.dumps(run))

@@ -23,8 +23,8 @@ import pytest
 
 from rljax.run import checkpoint, checkpoint_store, cli
 from rljax.run.build import build
-from rljax.run.config import from_preset
 from rljax.run.driver import train_run
+from rljax.run.presets import from_preset
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux" or shutil.which("gcc") is None,
                                 reason="fault injection needs Linux and gcc (LD_PRELOAD shim)")

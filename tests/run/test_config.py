@@ -9,8 +9,8 @@ import json
 import envpool
 import pytest
 
-from rljax.run.config import RunConfig, build_config, from_preset, parse_assignments, parse_sweep
-from rljax.run.presets import PRESETS
+from rljax.run.config import RunConfig, build_config, parse_assignments, parse_sweep
+from rljax.run.presets import PRESETS, from_preset
 from rljax.run.registry import get_algorithm
 
 

@@ -14,7 +14,8 @@ from rljax import exploration
 from rljax.agents.ddpg import DDPGConfig
 from rljax.agents.dqn import DQNConfig, beta_schedule
 from rljax.run import checkpoint, cli, registry
-from rljax.run.config import RENAMED, RunConfig, from_preset, upgrade_fields
+from rljax.run.config import RENAMED, RunConfig, upgrade_fields
+from rljax.run.presets import from_preset
 
 SHARED = ("buffer_size", "learning_starts", "noisy_sigma0", "td_loss", "beta")
 OLD = {"dqn": ("sigma0", "loss"), "ddpg": ("replay_capacity", "min_replay", "critic_loss")}

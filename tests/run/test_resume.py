@@ -16,8 +16,9 @@ import pytest
 
 import rljax
 from rljax.run import checkpoint, cli, driver, rundir
-from rljax.run.config import RunConfig, from_preset
+from rljax.run.config import RunConfig
 from rljax.run.driver import train_run
+from rljax.run.presets import from_preset
 
 
 def _small_dqn(logdir, **changes) -> RunConfig:
@@ -69,7 +70,7 @@ def test_resume_refuses_what_a_resume_may_not_change(dqn_run, extra, message, ca
     code = cli.main(["train", "--resume", dqn_run[1].run_dir, "--quiet", *extra])
     err = capsys.readouterr().err
     assert code == 2 and message in err and err.count("\n") == 1, err
-    assert "(a resume may change only total_steps, logdir, tensorboard" in err
+    assert "(a resume may change only total_steps, chunk_steps, logdir" in err
 
 
 def test_resume_alone_in_the_api(copy):
@@ -133,7 +134,7 @@ def test_metrics_logged_after_the_checkpoint_are_dropped(dqn_run, copy):
 
 KILLED_RUN = textwrap.dedent("""
     import dataclasses, sys
-    from rljax.run.config import from_preset
+    from rljax.run.presets import from_preset
     from rljax.run.driver import train_run
 
     run = from_preset("cartpole-dqn", total_steps=500_000, logdir=sys.argv[1],

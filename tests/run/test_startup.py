@@ -11,7 +11,7 @@ import pytest
 
 from rljax.run import startup
 from rljax.run.build import build
-from rljax.run.config import from_preset
+from rljax.run.presets import from_preset
 
 
 def _train(tmp_path, *extra, cache=True):

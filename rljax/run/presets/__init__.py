@@ -11,7 +11,9 @@ from __future__ import annotations
 import difflib
 import importlib
 from collections.abc import Iterator, Mapping
+from typing import Any
 
+from rljax.run.config import RunConfig, override
 from rljax.run.presets.base import Preset, preset
 
 _INDEX: dict[str, tuple[str, ...]] = {
@@ -73,4 +75,11 @@ def get_preset(name: str) -> Preset:
     return PRESETS[name]
 
 
-__all__ = ["PRESETS", "Preset", "family", "get_preset", "preset"]
+def from_preset(preset: str | Preset, **changes: Any) -> RunConfig:
+    """A preset's run (by name or as a :class:`Preset`) with run settings and agent fields
+    changed as :func:`rljax.run.config.override` takes them."""
+    base = preset if isinstance(preset, Preset) else get_preset(preset)
+    return override(base.run, **changes)
+
+
+__all__ = ["PRESETS", "Preset", "family", "from_preset", "get_preset", "preset"]

@@ -9,7 +9,6 @@ from rljax.run.presets.base import preset as _preset
 PRESETS: list[Preset] = [
     _preset(
         name="cartpole-a2c",
-        algo="a2c",
         env_id="CartPole-v1",
         config=A2CConfig(gae_lambda=0.95),
         total_steps=500_000,

@@ -6,6 +6,7 @@ import dataclasses
 from typing import Any
 
 from rljax.run.config import RunConfig
+from rljax.run.registry import ALGORITHMS
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -35,7 +36,19 @@ class Preset:
                              f"{type(self.run.config).__name__}")
 
 
-def preset(*, name: str, key_params: tuple[str, ...], notes: str, **run: Any) -> Preset:
-    """A Preset whose run is ``RunConfig(preset=name, **run)``."""
-    return Preset(name=name, run=RunConfig(preset=name, **run), key_params=key_params,
-                  notes=notes)
+def algo_of(config: Any) -> str:
+    """The registered algorithm whose config class ``config`` is (its module is loaded
+    already, so no other agent is imported)."""
+    for algo in ALGORITHMS.values():
+        if algo.config_name == type(config).__name__ and algo.config_cls is type(config):
+            return algo.name
+    raise ValueError(f"{type(config).__name__} is the config of no registered algorithm")
+
+
+def preset(*, name: str, key_params: tuple[str, ...], notes: str, config: Any,
+           **run: Any) -> Preset:
+    """A Preset whose run is ``RunConfig(preset=name, config=config, **run)``; the
+    algorithm is the one ``config`` belongs to, so a preset names it once."""
+    return Preset(name=name, run=RunConfig(preset=name, algo=algo_of(config), config=config,
+                                           **run),
+                  key_params=key_params, notes=notes)

@@ -12,7 +12,6 @@ _DDPG_KEYS = ("num_envs", "env_steps_per_update", "grad_steps", "batch_size", "a
 PRESETS: list[Preset] = [
     _preset(
         name="reacher-ddpg",
-        algo="ddpg",
         env_id="Reacher-v5",
         config=DDPGConfig(env_steps_per_update=1, grad_steps=10, batch_size=256,
                           learning_starts=5_000, buffer_size=300_000, batch_norm=False,
@@ -34,7 +33,6 @@ PRESETS: list[Preset] = [
     ),
     _preset(
         name="reacher-ddpg-reference",
-        algo="ddpg",
         env_id="Reacher-v5",
         config=DDPGConfig(),
         total_steps=2_000_000,

@@ -12,7 +12,6 @@ _DQN_KEYS = ("num_envs", "env_steps_per_update", "grad_steps", "batch_size", "bu
 PRESETS: list[Preset] = [
     _preset(
         name="cartpole-dqn",
-        algo="dqn",
         env_id="CartPole-v1",
         config=DQNConfig(grad_steps=4, batch_size=64, buffer_size=50_000, learning_starts=1_000,
                          n_step=3, hidden_sizes=(128, 128), lr=5e-4, max_grad_norm=10.0,
@@ -27,7 +26,6 @@ PRESETS: list[Preset] = [
     ),
     _preset(
         name="breakout-dqn",
-        algo="dqn",
         env_id="Breakout-v5",
         config=DQNConfig(),
         total_steps=10_000_000,
@@ -41,7 +39,6 @@ PRESETS: list[Preset] = [
     ),
     _preset(
         name="breakout-dqn-500k",
-        algo="dqn",
         env_id="Breakout-v5",
         config=DQNConfig(grad_steps=2, epsilon=((0, 1.0), (3_125, 0.1), (12_500, 0.01)),
                          beta=((0, 0.4), (15_625, 1.0))),
@@ -62,7 +59,6 @@ _RAINBOW_KEYS = _DQN_KEYS + ("n_step", "num_atoms", "v_min", "v_max", "noisy", "
 PRESETS += [
     _preset(
         name="cartpole-rainbow",
-        algo="dqn",
         env_id="CartPole-v1",
         config=DQNConfig(grad_steps=4, batch_size=64, buffer_size=50_000, learning_starts=1_000,
                          n_step=3, hidden_sizes=(128, 128), lr=5e-4, max_grad_norm=10.0,
@@ -78,7 +74,6 @@ PRESETS += [
     ),
     _preset(
         name="breakout-rainbow",
-        algo="dqn",
         env_id="Breakout-v5",
         config=DQNConfig(buffer_size=1_000_000, learning_starts=20_000, lr=6.25e-5,
                          adam_eps=1.5e-4, alpha=0.5, beta=((0, 0.4), (312_500, 1.0)),
@@ -94,7 +89,6 @@ PRESETS += [
     ),
     _preset(
         name="breakout-rainbow-500k",
-        algo="dqn",
         env_id="Breakout-v5",
         config=DQNConfig(grad_steps=2, beta=((0, 0.4), (15_625, 1.0)), alpha=0.5,
                          adam_eps=1.5e-4, noisy=True, noisy_sigma0=0.5, n_step=3,

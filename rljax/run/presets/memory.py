@@ -29,7 +29,7 @@ _CONTROL = ("the feed-forward control of {name}: the same configuration and budg
 
 PRESETS: list[Preset] = [
     _preset(
-        name="cartpole-novel-ppo-rnn", algo="ppo", env_id="CartPole-v1", config=_PPO_RNN,
+        name="cartpole-novel-ppo-rnn", env_id="CartPole-v1", config=_PPO_RNN,
         env_options=_NOVEL, total_steps=_BUDGET, threshold=475.0, key_params=_PPO_KEYS,
         notes="PPO-RNN in PureJaxRL's ppo_rnn shape (Dense 128 relu -> GRU 128 -> actor and "
               "critic heads of Dense 128 relu, PPO 4 epochs x 4 minibatches of whole env "
@@ -38,7 +38,7 @@ PRESETS: list[Preset] = [
               "by the running std of the return (without it seeds reached only 190-330 by "
               "1M); CartPole-v1 with the velocities hidden"),
     _preset(
-        name="cartpole-novel-pqn-rnn", algo="pqn", env_id="CartPole-v1", config=_PQN_RNN,
+        name="cartpole-novel-pqn-rnn", env_id="CartPole-v1", config=_PQN_RNN,
         env_options=_NOVEL, total_steps=_BUDGET, threshold=475.0, key_params=_PQN_KEYS,
         notes="PQN-RNN in purejaxql's pqn_rnn shape (LayerNorm MLP -> GRU -> linear "
               "Q-values, Q(lambda) 0.95, rewards x 0.1, RAdam annealed, minibatches of whole "
@@ -49,13 +49,13 @@ PRESETS: list[Preset] = [
               "epsilon 1 -> 0.05 -> 0.01 over 150 updates); CartPole-v1 with the "
               "velocities hidden"),
     _preset(
-        name="cartpole-novel-ppo", algo="ppo", env_id="CartPole-v1",
+        name="cartpole-novel-ppo", env_id="CartPole-v1",
         config=dataclasses.replace(_PPO_RNN, memory=None), env_options=_NOVEL,
         total_steps=_BUDGET, threshold=475.0, key_params=_PPO_KEYS,
         notes=_CONTROL.format(name="cartpole-novel-ppo-rnn") + " (separate 128-128 relu "
               "actor and critic)"),
     _preset(
-        name="cartpole-novel-pqn", algo="pqn", env_id="CartPole-v1",
+        name="cartpole-novel-pqn", env_id="CartPole-v1",
         config=dataclasses.replace(_PQN_RNN, memory=None), env_options=_NOVEL,
         total_steps=_BUDGET, threshold=475.0, key_params=_PQN_KEYS,
         notes=_CONTROL.format(name="cartpole-novel-pqn-rnn") + " (LayerNorm 128-128)"),

@@ -41,12 +41,12 @@ _MINATAR = {"breakout": "Breakout", "space-invaders": "SpaceInvaders", "asterix"
 def _minatar(game: str, name: str) -> list[Preset]:
     env_id = f"gymnax:{name}-MinAtar"
     return [
-        _preset(name=f"minatar-{game}-ppo", algo="ppo", env_id=env_id, config=_MINATAR_PPO,
+        _preset(name=f"minatar-{game}-ppo", env_id=env_id, config=_MINATAR_PPO,
                 total_steps=10_000_000, chunk_steps=81_920, key_params=_PPO_KEYS,
                 notes="purejaxql's MinAtar PPO settings (64 envs x 128 steps, 4 x 8 "
                       "minibatches, Adam 5e-3 annealed, clip 0.2, entropy 1e-4, ReLU 64-64 "
                       "actor and critic) on flattened observations"),
-        _preset(name=f"minatar-{game}-pqn", algo="pqn", env_id=env_id, config=_MINATAR_PQN,
+        _preset(name=f"minatar-{game}-pqn", env_id=env_id, config=_MINATAR_PQN,
                 total_steps=10_000_000, chunk_steps=81_920, key_params=_PQN_KEYS,
                 notes="purejaxql's MinAtar PQN settings (128 envs x 32 steps, 2 x 32 "
                       "minibatches, RAdam 5e-4 annealed, Q(0.65), epsilon 1 -> 0.05 over "
@@ -56,7 +56,7 @@ def _minatar(game: str, name: str) -> list[Preset]:
 
 
 def _pendulum(algo: str, config_cls: type, note: str) -> Preset:
-    return _preset(name=f"gymnax-pendulum-{algo}", algo=algo, env_id="gymnax:Pendulum-v1",
+    return _preset(name=f"gymnax-pendulum-{algo}", env_id="gymnax:Pendulum-v1",
                    config=config_cls(num_envs=4, learning_starts=1_000, random_steps=1_000,
                                      buffer_size=100_000),
                    total_steps=60_000, threshold=-200.0, chunk_steps=4_000,
@@ -67,18 +67,18 @@ def _pendulum(algo: str, config_cls: type, note: str) -> Preset:
 
 
 PRESETS: list[Preset] = [
-    _preset(name="gymnax-cartpole-ppo", algo="ppo", env_id="gymnax:CartPole-v1",
+    _preset(name="gymnax-cartpole-ppo", env_id="gymnax:CartPole-v1",
             config=PPOConfig(), total_steps=500_000, threshold=475.0, key_params=_PPO_KEYS,
             notes="cartpole-ppo's tuned configuration on gymnax's CartPole (32 envs x 16 "
                   "steps, 4 x 4 minibatches, Adam 2.5e-3, tanh 64-64); the envs step inside "
                   "the program"),
-    _preset(name="gymnax-cartpole-ppo-purejaxrl", algo="ppo", env_id="gymnax:CartPole-v1",
+    _preset(name="gymnax-cartpole-ppo-purejaxrl", env_id="gymnax:CartPole-v1",
             config=PPOConfig(num_envs=4, rollout_len=128, lr=2.5e-4, anneal_lr=True),
             total_steps=500_000, threshold=475.0, key_params=_PPO_KEYS,
             notes="PureJaxRL's CartPole PPO settings (4 envs x 128 steps, 4 x 4 "
                   "minibatches, Adam 2.5e-4 annealed, clip 0.2, entropy 0.01, tanh 64-64), "
                   "the configuration of its single-file reference loop"),
-    _preset(name="gymnax-cartpole-pqn", algo="pqn", env_id="gymnax:CartPole-v1",
+    _preset(name="gymnax-cartpole-pqn", env_id="gymnax:CartPole-v1",
             config=PQNConfig(anneal_lr=True), total_steps=500_000, threshold=475.0,
             key_params=_PQN_KEYS,
             notes="cartpole-pqn's configuration on gymnax's CartPole (32 envs x 16 steps, "
@@ -89,7 +89,7 @@ PRESETS: list[Preset] = [
                            "gradient step of 256 per env step, learned temperature)"),
         ("td3", TD3Config, "the TD3 authors' settings (256-256, Adam 3e-4, tau 0.005, policy "
                            "delay 2, smoothing 0.2)"))],
-    _preset(name="craftax-classic-ppo", algo="ppo", env_id="craftax:Craftax-Classic-Symbolic-v1",
+    _preset(name="craftax-classic-ppo", env_id="craftax:Craftax-Classic-Symbolic-v1",
             config=PPOConfig(num_envs=1024, rollout_len=64, num_epochs=4, num_minibatches=8,
                              lr=2e-4, anneal_lr=True, gae_lambda=0.8, entropy_coef=0.01,
                              max_grad_norm=1.0, hidden_sizes=(512, 512, 512)),
@@ -97,14 +97,14 @@ PRESETS: list[Preset] = [
             notes="Craftax's published PPO settings (1,024 envs x 64 steps, 4 x 8 "
                   "minibatches, Adam 2e-4 annealed, GAE(0.8), entropy 0.01, grad norm 1, "
                   "tanh 512-512-512), 1B env steps: a GPU run"),
-    _preset(name="craftax-classic-ppo-rnn", algo="ppo",
+    _preset(name="craftax-classic-ppo-rnn",
             env_id="craftax:Craftax-Classic-Symbolic-v1", config=_CRAFTAX_PPO_RNN,
             total_steps=1_000_000_000, chunk_steps=1_048_576,
             key_params=_PPO_KEYS + ("memory", "memory_size"),
             notes="Craftax's published PPO-RNN settings (1,024 envs x 64 steps, 4 x 8 "
                   "minibatches of whole env sequences, Adam 2e-4 annealed, GAE(0.8), "
                   "entropy 0.01, grad norm 1, 512 units, GRU 512), 1B env steps: a GPU run"),
-    _preset(name="craftax-classic-pqn-rnn", algo="pqn",
+    _preset(name="craftax-classic-pqn-rnn",
             env_id="craftax:Craftax-Classic-Symbolic-v1",
             config=PQNConfig(num_envs=1024, rollout_len=128, num_epochs=4, num_minibatches=4,
                              lr=3e-4, anneal_lr=True, q_lambda=0.5, reward_scale=1.0,
@@ -118,14 +118,14 @@ PRESETS: list[Preset] = [
                   "0.005 over the first 10% of updates, 512 units, GRU 512) with LayerNorm "
                   "in place of its input batch norm and without its last-action input; "
                   "1B env steps: a GPU run"),
-    _preset(name="craftax-classic-ppo-rnn-cpu", algo="ppo",
+    _preset(name="craftax-classic-ppo-rnn-cpu",
             env_id="craftax:Craftax-Classic-Symbolic-v1",
             config=dataclasses.replace(_CRAFTAX_PPO_RNN, num_envs=64),
             total_steps=2_000_000, chunk_steps=65_536,
             key_params=_PPO_KEYS + ("memory", "memory_size"),
             notes="craftax-classic-ppo-rnn with 64 envs and a 2M-step budget, for CPUs, "
                   "beside craftax-classic-ppo-cpu"),
-    _preset(name="craftax-classic-ppo-cpu", algo="ppo",
+    _preset(name="craftax-classic-ppo-cpu",
             env_id="craftax:Craftax-Classic-Symbolic-v1",
             config=PPOConfig(num_envs=64, rollout_len=64, num_epochs=4, num_minibatches=8,
                              lr=2e-4, anneal_lr=True, gae_lambda=0.8, entropy_coef=0.01,

@@ -27,7 +27,6 @@ _MUJOCO_PPO_NOTE = ("the MuJoCo PPO reference: 2,048 steps per update (16 envs x
 PRESETS: list[Preset] = [
     _preset(
         name="cartpole-ppo",
-        algo="ppo",
         env_id="CartPole-v1",
         config=PPOConfig(),
         total_steps=500_000,
@@ -39,7 +38,6 @@ PRESETS: list[Preset] = [
     ),
     _preset(
         name="breakout-ppo",
-        algo="ppo",
         env_id="Breakout-v5",
         config=_ATARI_PPO,
         total_steps=10_000_000,
@@ -52,7 +50,6 @@ PRESETS: list[Preset] = [
     ),
     _preset(
         name="reacher-ppo",
-        algo="ppo",
         env_id="Reacher-v5",
         config=_MUJOCO_PPO,
         total_steps=1_000_000,
@@ -64,7 +61,6 @@ PRESETS: list[Preset] = [
     ),
     _preset(
         name="halfcheetah-ppo",
-        algo="ppo",
         env_id="HalfCheetah-v5",
         config=_MUJOCO_PPO,
         total_steps=1_000_000,
@@ -75,7 +71,7 @@ PRESETS: list[Preset] = [
         notes=f"{_MUJOCO_PPO_NOTE}",
     ),
     _preset(
-        name="breakout-ppo-1m", algo="ppo", env_id="Breakout-v5", config=_ATARI_PPO,
+        name="breakout-ppo-1m", env_id="Breakout-v5", config=_ATARI_PPO,
         total_steps=1_000_000, chunk_steps=10_240, key_params=_PPO_KEYS + ("anneal_lr",),
         notes="a 1M-step CPU demonstration, NOT the reference: breakout-ppo's configuration "
               "with a 1M-step budget (the learning rate anneals to 0 over 1M steps); "

@@ -17,7 +17,6 @@ _PQN_KEYS = ("num_envs", "rollout_len", "num_epochs", "num_minibatches", "lr", "
 PRESETS: list[Preset] = [
     _preset(
         name="cartpole-pqn",
-        algo="pqn",
         env_id="CartPole-v1",
         config=PQNConfig(anneal_lr=True),
         total_steps=500_000,
@@ -32,7 +31,6 @@ PRESETS: list[Preset] = [
     ),
     _preset(
         name="breakout-pqn",
-        algo="pqn",
         env_id="Breakout-v5",
         config=_ATARI_PQN,
         total_steps=10_000_000,
@@ -43,7 +41,7 @@ PRESETS: list[Preset] = [
               "of updates), 10M env steps; not yet run in rljax",
     ),
     _preset(
-        name="breakout-pqn-1m", algo="pqn", env_id="Breakout-v5",
+        name="breakout-pqn-1m", env_id="Breakout-v5",
         config=dataclasses.replace(_ATARI_PQN, epsilon=((0, 1.0), (24, 0.001))),
         total_steps=1_000_000, chunk_steps=40_960, key_params=_PQN_KEYS,
         notes="a 1M-step CPU demonstration, NOT the reference: breakout-pqn's configuration "

@@ -22,7 +22,7 @@ _MUJOCO_NOTE = ("one env, one gradient step of 256 per env step, 1M replay, 256-
 PRESETS: list[Preset] = [
     # reacher-td3's gamma, learning rate and networks against the paper's:
     # docs/results.md#reacher-td3.
-    _preset(name="reacher-td3", algo="td3", env_id="Reacher-v5",
+    _preset(name="reacher-td3", env_id="Reacher-v5",
             config=TD3Config(**_REACHER_REPLAY, gamma=0.97, actor_lr=1e-3, critic_lr=1e-3,
                              actor_hidden=(150, 150), critic_hidden=(150, 150)),
             total_steps=1_000_000, threshold=-3.75, chunk_steps=20_000, stop_on_solve=False,
@@ -33,26 +33,26 @@ PRESETS: list[Preset] = [
                   "delay 2, smoothing 0.2 clipped at 0.5, exploration 0.1; the noise-free "
                   "policy evaluated on 100 episodes every 20k steps; the paper's "
                   "configuration is halfcheetah-td3's with --env Reacher-v5"),
-    _preset(name="reacher-sac", algo="sac", env_id="Reacher-v5",
+    _preset(name="reacher-sac", env_id="Reacher-v5",
             config=SACConfig(**_REACHER_REPLAY), total_steps=1_000_000, threshold=-3.75,
             chunk_steps=20_000, stop_on_solve=False, eval_every=20_000, eval_episodes=100,
             key_params=_SAC_KEYS,
             notes=f"tuned for this CPU: {_REACHER_NOTE}, temperature from 1 learned toward "
                   "entropy -2; the paper's configuration is halfcheetah-sac's with --env "
                   "Reacher-v5"),
-    _preset(name="halfcheetah-td3", algo="td3", env_id="HalfCheetah-v5", config=TD3Config(),
+    _preset(name="halfcheetah-td3", env_id="HalfCheetah-v5", config=TD3Config(),
             total_steps=1_000_000, threshold=4800.0, chunk_steps=20_000, stop_on_solve=False,
             key_params=_TD3_KEYS,
             notes=f"the TD3 authors' published code: {_MUJOCO_NOTE}, 25k random steps, "
                   "policy delay 2, smoothing 0.2 clipped at 0.5, exploration 0.1; seed 0 on "
                   "CPU: noise-free policy 9,128 at 1M steps (docs/results.md)"),
-    _preset(name="halfcheetah-sac", algo="sac", env_id="HalfCheetah-v5", config=SACConfig(),
+    _preset(name="halfcheetah-sac", env_id="HalfCheetah-v5", config=SACConfig(),
             total_steps=1_000_000, threshold=4800.0, chunk_steps=20_000, stop_on_solve=False,
             key_params=_SAC_KEYS,
             notes=f"the SAC paper's table: {_MUJOCO_NOTE}, temperature learned toward "
                   "entropy -6, 10k random steps; seed 0 on CPU: noise-free policy 10,299 at "
                   "1M steps, 9,017 at 600k (docs/results.md)"),
-    _preset(name="hopper-sac", algo="sac", env_id="Hopper-v5", config=SACConfig(),
+    _preset(name="hopper-sac", env_id="Hopper-v5", config=SACConfig(),
             total_steps=1_000_000, threshold=3800.0, chunk_steps=20_000, stop_on_solve=False,
             key_params=_SAC_KEYS,
             notes=f"the SAC paper's table: {_MUJOCO_NOTE}, temperature learned toward "
