@@ -63,7 +63,7 @@ def compare(python: str, rounds: int, chunk_steps: int) -> dict:
     from benchmarks.common import machine, median, timed, write_results
     from benchmarks.throughput import _compiled
     from rljax.run.build import build
-    from rljax.run.config import from_preset
+    from rljax.run.presets import from_preset
 
     run = from_preset("gymnax-cartpole-ppo", tensorboard=False)
     run = dataclasses.replace(run, chunk_steps=chunk_steps, total_steps=chunk_steps * 1000)

@@ -16,7 +16,7 @@ class Preset:
     Attributes:
         name: preset name (``rljax train NAME``).
         run: the run it stands for (with ``preset=name``); the command line and
-            :func:`rljax.run.config.from_preset` override parts of it.
+            :func:`rljax.run.presets.from_preset` override parts of it.
         key_params: agent config fields shown by ``rljax presets``.
         notes: anything a user should know about the preset.
     """
