@@ -26,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from rljax import resources
+from rljax.envs import envpool_ffi
 from rljax.envs.base import Env, EnvState, StepResult, env_seeds
 from rljax.envs.spec import EnvSpec, check_options, is_atari_config, task_spaces, task_spec
 from rljax.envs.stats import init_stats, update_stats
@@ -185,7 +186,7 @@ def make(task_id: str, num_envs: int = 8, seed: int = 0, *, num_seeds: int = 1,
         spec, needs_x64 = _build_spec(task_id, int(num_envs), pool, merged)
     spec = dataclasses.replace(spec, num_seeds=num_seeds)
     with _x64_context(needs_x64):
-        handle0, _recv, _send, xla_step = pool.xla()
+        handle0, _recv, _send, xla_step = envpool_ffi.xla(pool)
     action_np_dtype = np.float64 if needs_x64 else (
         np.int32 if spec.discrete else np.float32)
     track_game = spec.is_atari
