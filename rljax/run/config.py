@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import types
 import typing
 from typing import TYPE_CHECKING, Any
 
-from rljax import validate
+from rljax import records, validate
 from rljax.run.registry import ALGORITHMS, get_algorithm
 
 if TYPE_CHECKING:  # presets.py builds RunConfigs, so it imports this module
@@ -92,12 +91,17 @@ class RunConfig:
             from rljax.parallel.sweep import check_sweep
 
             check_sweep(self.config, *self.sweep)
+            # One name per field: the canonical one (replay.alpha for alpha).
+            object.__setattr__(self, "sweep", (records.canonical(type(self.config),
+                                                                 self.sweep[0]),
+                                               tuple(self.sweep[1])))
         validate.integer("devices", self.devices, low=1)
         if self.devices > 1 and self.num_members == 1:
             from rljax.parallel import data_parallel
 
-            data_parallel.check_split(self.config.num_envs, self.devices,
-                                      getattr(self.config, "batch_size", None))
+            replay = getattr(self.config, "replay", None)  # off-policy agents have one
+            data_parallel.check_split(self.config.loop.num_envs, self.devices,
+                                      replay and replay.batch_size)
         if self.devices > 1 and self.num_members > 1 and self.num_members % self.devices:
             raise ValueError(f"{self.num_members} members (seeds x sweep values) cannot be "
                              f"split evenly over {self.devices} devices; use a multiple of "
@@ -137,8 +141,8 @@ class RunConfig:
         values = {RUN_RENAMED.get(k, k): v for k, v in data.items()
                   if RUN_RENAMED.get(k, k) in names}
         algo = get_algorithm(data["algo"])
-        values["config"] = build_config(algo.config_cls,
-                                        upgrade_fields(data["algo"], data["config"]))
+        values["config"] = build_config(algo.config_cls, records.from_dict(
+            algo.config_cls, upgrade_fields(data["algo"], data["config"])))
         if "env_options" in values:  # JSON wrote tuple values (obs_indices) as lists
             values["env_options"] = tuple(sorted(
                 (k, tuple(v) if isinstance(v, list) else v)
@@ -184,10 +188,6 @@ def upgrade_fields(algo: str, values: dict[str, Any]) -> dict[str, Any]:
         if isinstance(value, int | float) and not isinstance(value, bool):
             out[name] = ((0, value),)
     return out
-
-
-def _field_types(config_cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(config_cls)
 
 
 def _describe(tp: Any) -> str:
@@ -256,37 +256,35 @@ def _coerce(name: str, tp: Any, value: Any) -> Any:
     return value
 
 
-def _check_field(config_cls: type, name: str) -> None:
-    """ValueError naming an unknown field, with close matches and the allowed names, or
-    a renamed one (:data:`RENAMED`) with its new name."""
-    init_fields = [f.name for f in dataclasses.fields(config_cls) if f.init]
+def _check_field(config_cls: type, name: str) -> str:
+    """The canonical name of ``name`` (``replay.batch_size`` for ``batch_size``), or
+    ValueError naming an unknown field, with close matches and the allowed names, or a
+    renamed one (:data:`RENAMED`) with its new name."""
     renamed = {old: new for a in ALGORITHMS.values() if a.name in RENAMED
                and a.config_cls is config_cls for old, new in RENAMED[a.name].items()}
     if name in renamed:
         raise ValueError(f"{config_cls.__name__} field {name!r} was renamed {renamed[name]!r}; "
                          f"set {renamed[name]} instead")
-    if name not in init_fields:
-        close = difflib.get_close_matches(name, init_fields, n=3)
-        hint = f" (did you mean {', '.join(map(repr, close))}?)" if close else ""
-        raise ValueError(f"unknown field {name!r} for {config_cls.__name__}{hint}; "
-                         f"allowed: {', '.join(init_fields)}")
+    return records.canonical(config_cls, name)
 
 
 def build_config(config_cls: type, values: dict[str, Any], base: Any = None) -> Any:
-    """Builds (or updates ``base`` of) ``config_cls`` from ``values``.
+    """Builds (or updates ``base`` of) ``config_cls`` from ``values``, keyed by canonical
+    names (``replay.batch_size``, ``lr``) or by a record field's name alone
+    (``batch_size``).
 
     Raises:
-        ValueError: unknown field (with close matches and the allowed names), a
-            value of the wrong type, or one the config's validation rejects.
+        ValueError: unknown field (with close matches and the allowed names), a field
+            given twice, a value of the wrong type, or one the config's validation rejects.
     """
-    types_ = _field_types(config_cls)
     coerced = {}
     for name, value in values.items():
-        _check_field(config_cls, name)
-        coerced[name] = _coerce(name, types_[name], value)
-    if base is None:
-        return config_cls(**coerced)
-    return dataclasses.replace(base, **coerced)
+        path = _check_field(config_cls, name)
+        if path in coerced:
+            raise ValueError(f"{path} is given twice (as {name!r} and another name); give it "
+                             f"once")
+        coerced[path] = _coerce(name, records.field_type(config_cls, path), value)
+    return records.configure(config_cls if base is None else base, coerced)
 
 
 def parse_assignments(items: list[str] | None) -> dict[str, str]:
@@ -344,6 +342,7 @@ def override(base: RunConfig, *, env: str | None = None, total_steps: int | None
         overrides["num_envs"] = num_envs
     changes: dict[str, Any] = {"config": build_config(algo.config_cls, overrides,
                                                       base=base.config)}
+    given = {records.canonical(algo.config_cls, k): k for k in overrides}
     if env is not None:
         check_task(env)
         changes["env_id"], changes["env_options"] = env, ()
@@ -351,11 +350,12 @@ def override(base: RunConfig, *, env: str | None = None, total_steps: int | None
         sweep = parse_sweep(sweep)
     if sweep is not None:
         changes["sweep"] = _coerce_sweep(algo.config_cls, *sweep)
-        if changes["sweep"][0] in overrides and changes["sweep"][0] != "num_envs":
+        field = changes["sweep"][0]
+        if field in given and field != "loop.num_envs":
             # (a num_envs sweep is refused on its own: it sets the pool's size)
-            field = changes["sweep"][0]
             raise ValueError(f"{field} is both swept and set (sweep {field}=... and "
-                             f"{field}={overrides[field]}); the sweep sets it, so give one")
+                             f"{given[field]}={overrides[given[field]]}); the sweep sets it, "
+                             f"so give one")
     if env is not None and (env != base.env_id or base.threshold is None):
         # A preset's threshold is for its own task; another task brings its own.
         changes["threshold"] = _task_threshold(env)
@@ -365,14 +365,15 @@ def override(base: RunConfig, *, env: str | None = None, total_steps: int | None
                         ("chunk_steps", chunk_steps), ("keep_checkpoints", keep_checkpoints)):
         if value is not None:
             changes[name] = _coerce(name, int, value)
-    given = {"logdir": logdir or None, "tensorboard": tensorboard, "wandb_project": wandb_project}
-    return dataclasses.replace(base, **changes, **{k: v for k, v in given.items() if v is not None})
+    run = {"logdir": logdir or None, "tensorboard": tensorboard, "wandb_project": wandb_project}
+    return dataclasses.replace(base, **changes, **{k: v for k, v in run.items() if v is not None})
 
 
 def _coerce_sweep(config_cls: type, name: str, values: Any) -> tuple[str, tuple[float, ...]]:
-    """``(field, values)`` with each value converted to the field's numeric type."""
-    _check_field(config_cls, name)
-    tp = _field_types(config_cls)[name]
+    """``(field, values)`` with the field's canonical name and each value converted to its
+    numeric type."""
+    name = _check_field(config_cls, name)
+    tp = records.field_type(config_cls, name)
     if typing.get_origin(tp) in (typing.Union, types.UnionType):
         numeric = [a for a in typing.get_args(tp) if a in (int, float)]
         tp = numeric[0] if len(numeric) == 1 else tp
