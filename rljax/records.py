@@ -201,7 +201,7 @@ def canonical(config_cls: type, name: str) -> str:
     known = names(config_cls)
     if name in known:
         return known[name]
-    allowed = sorted(set(known.values()))
+    allowed = list(dict.fromkeys(known.values()))
     close = difflib.get_close_matches(name, list(known), n=3)
     hint = f" (did you mean {', '.join(map(repr, close))}?)" if close else ""
     raise ValueError(f"unknown field {name!r} for {config_cls.__name__}{hint}; allowed: "
@@ -234,9 +234,11 @@ def get(config: Any, name: str) -> Any:
     return config
 
 
-def configure(config: Any, values: dict[str, Any]) -> Any:
-    """``config`` (an instance, or a class for its defaults) with ``values`` set, keyed by
-    flat or dotted names; the records a value goes into keep their other fields.
+def configure(config: Any, values: dict[str, Any] | None = None, /, **more: Any) -> Any:
+    """``config`` (an instance, or a class for its defaults) with ``values`` and ``more``
+    set, keyed by flat or dotted names; the records a value goes into keep their other
+    fields: ``configure(DQNConfig, batch_size=64, lr=1e-3)`` or ``configure(config,
+    {"replay.batch_size": 64})``.
 
     Raises:
         ValueError: an unknown name, or a value a record or the config refuses.
@@ -244,7 +246,7 @@ def configure(config: Any, values: dict[str, Any]) -> Any:
     cls = config if isinstance(config, type) else type(config)
     top: dict[str, Any] = {}
     nested: dict[str, dict[str, Any]] = {}
-    for name, value in values.items():
+    for name, value in {**(values or {}), **more}.items():
         path = canonical(cls, name)
         head, _, tail = path.partition(".")
         if path in top or tail in nested.get(head, {}):

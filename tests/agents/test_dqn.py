@@ -14,6 +14,7 @@ from rljax import envs
 from rljax.agents import dqn
 from rljax.buffers.nstep import NStepTransition
 from rljax.buffers.prioritized import PrioritizedSample
+from rljax.records import configure
 from rljax.run import cli
 from rljax.run.config import from_preset
 
@@ -123,7 +124,7 @@ def _update_n(config, spec, n):
 
 
 def test_hard_target_copy_every_target_period_updates(spec):
-    config = dqn.DQNConfig(hidden_sizes=(16,), grad_steps=3, target_period=2)
+    config = configure(dqn.DQNConfig, hidden_sizes=(16,), grad_steps=3, target_period=2)
     first, states, metrics, td = _update_n(config, spec, 7)
     same = lambda a, b: all(np.array_equal(x, y) for x, y in
                             zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True))
@@ -222,7 +223,7 @@ def test_bad_config_names_field_and_value(field, value, message):
 def test_schedules_from_the_command_line():
     run = from_preset("cartpole-dqn", epsilon="0:1.0,100:0.05", beta="0:0.5,10:1")
     assert run.config.epsilon == ((0, 1.0), (100, 0.05))
-    assert run.config.beta == ((0, 0.5), (10, 1.0))
+    assert run.config.replay.beta == ((0, 0.5), (10, 1.0))
     assert hash(run.config) == hash(dataclasses.replace(run.config))
     with pytest.raises(ValueError, match="expected 2 values separated by ':'"):
         from_preset("cartpole-dqn", epsilon="0:1.0,100")

@@ -191,7 +191,7 @@ def _one_chunk(run: RunConfig):
 
 def test_member_k_of_two_seeds_equals_the_single_run():
     config = _ppo(num_envs=4, rollout_len=4)
-    steps = 4 * config.steps_per_update
+    steps = 4 * config.loop.steps_per_update
     common = dict(algo="ppo", env_id="CartPole-v1", config=config, total_steps=steps,
                   chunk_steps=steps, env_options=tuple(NOVEL.items()))
     (many, many_metrics), agent = _one_chunk(RunConfig(seed=3, num_seeds=2, **common))
@@ -241,9 +241,9 @@ def test_ppo_rnn_learns_novel_cartpole_and_a_flipped_surrogate_does_not():
     agent with its surrogate's sign flipped."""
     config = dataclasses.replace(get_preset("cartpole-novel-ppo-rnn").run.config,
                                  anneal_lr=False)
-    env = envs.make("CartPole-v1", config.num_envs, 0, **NOVEL)
+    env = envs.make("CartPole-v1", config.loop.num_envs, 0, **NOVEL)
     agent, flag = with_flag(ppo.make_ppo(config, env.spec))
-    trainer = on_policy.make_on_policy_trainer(agent, env, rollout_len=config.rollout_len,
+    trainer = on_policy.make_on_policy_trainer(agent, env, rollout_len=config.loop.rollout_len,
                                                updates_per_chunk=20, threshold=200.0)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(recurrent.losses, "clipped_surrogate_loss",

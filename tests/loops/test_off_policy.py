@@ -15,13 +15,14 @@ from rljax.agents.dqn import DQNConfig, make_dqn
 from rljax.buffers import sum_tree
 from rljax.envs.stats import last_episodes
 from rljax.loops.memory import make_memory
+from rljax.records import configure
 from rljax.run.build import build
 from rljax.run.config import from_preset
 from rljax.run.registry import get_algorithm
 from rljax.types import Transition
 
 ALPHA, EPS, MIN_SIZE = 0.6, 1e-6, 200
-CONFIG = DQNConfig(num_envs=4, env_steps_per_update=2, grad_steps=1, batch_size=16,
+CONFIG = configure(DQNConfig, num_envs=4, env_steps_per_update=2, grad_steps=1, batch_size=16,
                    buffer_size=1024, learning_starts=MIN_SIZE, hidden_sizes=(32,),
                    alpha=ALPHA, priority_eps=EPS, epsilon=((0, 1.0), (100, 0.1)))
 
@@ -38,7 +39,7 @@ def _recording(agent):
 
 @pytest.fixture(scope="module")
 def loop():
-    env = envs.make("CartPole-v1", num_envs=CONFIG.num_envs, seed=0)
+    env = envs.make("CartPole-v1", num_envs=CONFIG.loop.num_envs, seed=0)
     agent = _recording(make_dqn(CONFIG, env.spec))
     trainer = get_algorithm("dqn").make_trainer(agent, env, CONFIG, 16, None)
     return env, trainer
@@ -58,8 +59,8 @@ def test_learning_waits_for_min_size_and_second_chunk_does_not_recompile(loop):
     # that update's env steps; not before.
     np.testing.assert_array_equal(learned, size >= MIN_SIZE)
     assert 0 < learned.sum() < len(learned)
-    assert int(state.agent.step) == learned.sum() * CONFIG.grad_steps
-    assert int(state.batches) == learned.sum() * CONFIG.grad_steps
+    assert int(state.agent.step) == learned.sum() * CONFIG.loop.grad_steps
+    assert int(state.batches) == learned.sum() * CONFIG.loop.grad_steps
     assert int(state.env_steps) == 3 * trainer.steps_per_chunk
 
 
@@ -95,11 +96,11 @@ def test_frame_replay_counts_as_full_once_every_row_is_written():
 
 def test_image_chunks_are_capped_without_compiling():
     env = envs.make("Breakout-v5", num_envs=2, seed=0)
-    config = DQNConfig(num_envs=2, buffer_size=256)
+    config = configure(DQNConfig, num_envs=2, buffer_size=256)
     algo = get_algorithm("dqn")
     agent = make_dqn(config, env.spec)
     assert algo.make_trainer(agent, env, config, 1000, None).updates_per_chunk == 32
-    unrolled = dataclasses.replace(config, unroll=True)
+    unrolled = configure(config, unroll=True)
     assert algo.make_trainer(agent, env, unrolled, 1000, None).updates_per_chunk == 2
 
 

@@ -62,7 +62,7 @@ def test_resume_alone_continues_the_saved_configuration(copy, capsys):
 @pytest.mark.parametrize("extra,message", [
     (["--seed", "3"], "seed: checkpoint has 0, this run has 3"),
     (["--set", "gamma=0.9"], "config.gamma: checkpoint has 0.98, this run has 0.9"),
-    (["--num-envs", "4", "--seeds", "2"], "config.num_envs: checkpoint has 8, this run has 4; "
+    (["--num-envs", "4", "--seeds", "2"], "config.loop.num_envs: checkpoint has 8, this run has 4; "
                                           "num_seeds: checkpoint has 1, this run has 2"),
 ])
 def test_resume_refuses_what_a_resume_may_not_change(dqn_run, extra, message, capsys):
