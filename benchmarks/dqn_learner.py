@@ -78,8 +78,10 @@ def _measure(preset: str, unroll: bool, rounds: int, overrides: dict):
     state = box["loop"]
     spec = env.spec
     memory = make_memory(capacity=cfg.replay.buffer_size, num_envs=spec.num_envs,
-                         batch_size=cfg.replay.batch_size, n_step=cfg.replay.n_step, gamma=cfg.gamma,
-                         alpha=cfg.replay.alpha if cfg.replay.prioritized else None, eps=cfg.replay.priority_eps,
+                         batch_size=cfg.replay.batch_size, n_step=cfg.replay.n_step,
+                         gamma=cfg.gamma,
+                         alpha=cfg.replay.alpha if cfg.replay.prioritized else None,
+                         eps=cfg.replay.priority_eps,
                          min_size=cfg.replay.min_replay, frames=spec.is_atari)
     batch = jax.jit(memory.sample)(state.memory, jax.random.key(3), 0.5)
     update = jax.jit(agent.update, donate_argnums=0)

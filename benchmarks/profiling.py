@@ -229,9 +229,11 @@ def replay_batches(config, spec, memory_state, key: jax.Array, count: int,
     frame_replay = getattr(config, "frame_replay", False)
     frames = spec.is_atari if frame_replay is None else frame_replay
     memory = make_memory(capacity=config.replay.buffer_size, num_envs=spec.num_envs,
-                         batch_size=config.replay.batch_size, n_step=config.replay.n_step, gamma=config.gamma,
+                         batch_size=config.replay.batch_size, n_step=config.replay.n_step,
+                         gamma=config.gamma,
                          alpha=config.replay.alpha if config.replay.prioritized else None,
-                         eps=config.replay.priority_eps, min_size=config.replay.min_replay, frames=frames)
+                         eps=config.replay.priority_eps, min_size=config.replay.min_replay,
+                         frames=frames)
     sample = jax.jit(lambda keys: jax.lax.map(
         lambda k: memory.sample(memory_state, k, beta), keys))
     return sample(jax.random.split(key, count))

@@ -80,7 +80,8 @@ def _reference_loop(env_id: str, run=None, trainer=None) -> dict:
         from benchmarks.reference_native import ReferenceLoop, Sizes
 
         c = run.config
-        loop = ReferenceLoop(run.algo, env_id, Sizes(c.loop.num_envs, c.loop.rollout_len, c.num_epochs,
+        loop = ReferenceLoop(run.algo, env_id, Sizes(c.loop.num_envs, c.loop.rollout_len,
+                                                     c.num_epochs,
                                                      c.num_minibatches, c.lr, c.hidden_sizes),
                              updates=trainer.updates_per_chunk)
         return {"reference": loop.steps_per_second}
@@ -255,10 +256,12 @@ def bench_continuous(preset: str, rounds: int, chunk_steps: int, **overrides) ->
     state = _until_learning(chunk, state, metrics, "critic_loss")
     obs_dim, action_dim = spec.obs_shape[0], spec.action_shape[0]
     if run.algo == "td3":
-        flops = profiling.td3_step_flops(cfg.replay.batch_size, obs_dim, action_dim, cfg.actor_hidden,
+        flops = profiling.td3_step_flops(cfg.replay.batch_size, obs_dim, action_dim,
+                                         cfg.actor_hidden,
                                          cfg.critic_hidden, cfg.policy_delay)
     else:
-        flops = profiling.sac_step_flops(cfg.replay.batch_size, obs_dim, action_dim, cfg.actor_hidden,
+        flops = profiling.sac_step_flops(cfg.replay.batch_size, obs_dim, action_dim,
+                                         cfg.actor_hidden,
                                          cfg.critic_hidden)
     steps = 50
     learner = profiling.learner_steps(agent)
@@ -475,7 +478,8 @@ def bench_dqn(preset: str, rounds: int, chunk_steps: int, reference: bool = Fals
     reference = ref["sps"] if ref and jax.default_backend() == "cpu" else None
     # Exact when this configuration does the reference's gradient work (same gradient steps
     # per env step, same batch); otherwise train_sps scaled linearly in samples per env step.
-    exact = bool(ref) and (cfg.loop.grad_steps / cfg.loop.steps_per_update == ref["grad_steps_per_env_step"]
+    per_env_step = cfg.loop.grad_steps / cfg.loop.steps_per_update
+    exact = bool(ref) and (per_env_step == ref["grad_steps_per_env_step"]
                            and cfg.replay.batch_size == ref["batch_size"])
     ref_samples = ref["grad_steps_per_env_step"] * ref["batch_size"] if ref else per_step
     equal_work = train_m * per_step / ref_samples

@@ -19,16 +19,15 @@ A Q-network learns from (prioritized, n-step) replay; each gradient step minimiz
   network at each gradient step;
 * the target network is copied every ``target_period`` loop updates (``target_period *
   grad_steps`` gradient steps) or, with ``tau`` set, Polyak-averaged after every step;
-* a categorical head (C51, Bellemare et al. 2017) with ``num_atoms = K > 1``: each action's
-  return is a distribution ``p(s, a)`` over the atoms ``z = linspace(v_min, v_max, K)``
-  and ``Q(s, a) = sum_k z_k p_k(s, a)`` acts. The loss is the cross-entropy to the
-  projection of ``r + discount * z`` under ``p'(s', a*)``, ``a*`` picked by the online
-  network's ``Q`` (by the target's without ``double_q``), and replay's priorities come
-  from ``KL(target || p(s, a))`` (Hessel et al. 2018, sec. 3). With dueling, NoisyNet,
-  n-step returns and prioritized replay this is Rainbow.
+* a categorical head (C51, Bellemare et al. 2017) with ``num_atoms = K > 1``: returns are
+  distributions ``p(s, a)`` over atoms ``z = linspace(v_min, v_max, K)``, ``Q(s, a) =
+  sum_k z_k p_k(s, a)`` acts; the loss is the cross-entropy to the projection of ``r +
+  discount * z`` under ``p'(s', a*)`` (``a*`` the online network's pick, the target's
+  without ``double_q``), priorities ``KL(target || p(s, a))`` (Hessel et al. 2018, sec.
+  3). With dueling, NoisyNet, n-step returns and prioritized replay this is Rainbow.
 
-Schedules (epsilon, prioritized replay's beta) are piecewise linear in the number of loop
-updates, given as ``((update, value), ...)`` points (:func:`rljax.exploration.piecewise_linear`).
+Schedules (epsilon, replay's beta) are piecewise linear in loop updates, given as
+``((update, value), ...)`` points (:func:`rljax.exploration.piecewise_linear`).
 """
 
 from __future__ import annotations
@@ -61,11 +60,8 @@ class DQNConfig:
     """DQN hyperparameters (defaults: the rljax reference configuration for Breakout).
 
     Attributes:
-        loop: the off-policy loop (:class:`rljax.records.OffPolicyLoop`; ``unroll``:
-            not needed for speed since the Nature CNN's gradients run fast in rolled
-            loops).
-        replay: the replay (:class:`rljax.records.Replay`; ``learning_starts`` None:
-            a full buffer, with frame replay every row written).
+        loop: the off-policy loop (:class:`rljax.records.OffPolicyLoop`).
+        replay: prioritized, n-step replay (:class:`rljax.records.Replay`).
         epsilon: epsilon-greedy schedule, ``((update, value), ...)``; unused with ``noisy``.
         noisy: NoisyNet head instead of epsilon-greedy.
         noisy_sigma0: NoisyDense initial noise scale.
@@ -75,12 +71,10 @@ class DQNConfig:
         hidden_sizes: MLP torso layer sizes (vector observations; frames get the Nature CNN).
         head_hidden_sizes: hidden layers of the head (of each dueling stream).
         activation: hidden activation name.
-        conv_method: the Nature CNN's convolutions (frames only): "matmul" (im2col, no
-            convolution op; see rljax/networks/conv.py) or "xla".
+        conv_method: the Nature CNN's convolutions: "matmul" (im2col, no conv op) or "xla".
         td_loss: loss of the TD error, "huber" or "l2" (unused with ``num_atoms > 1``).
         huber_delta: where the Huber loss turns linear.
-        num_atoms: 1: the head gives Q-values; ``K > 1`` (51 in C51 and Rainbow): a
-            categorical head over ``K`` atoms, learned by cross-entropy.
+        num_atoms: 1: Q-values; ``K > 1`` (51 in C51, Rainbow): a categorical head over K atoms.
         v_min: the lowest atom (the categorical head's support starts there).
         v_max: the highest atom, above ``v_min``.
         lr: Adam learning rate.
@@ -91,8 +85,7 @@ class DQNConfig:
     """
 
     loop: OffPolicyLoop = OffPolicyLoop(num_envs=8, env_steps_per_update=4, grad_steps=8)
-    replay: Replay = Replay(batch_size=32, buffer_size=2**14, prioritized=True,
-                            frame_replay=None)
+    replay: Replay = Replay(batch_size=32, buffer_size=2**14, prioritized=True)
     epsilon: Schedule = ((0, 1.0), (25_000, 0.1), (500_000, 0.01))
     noisy: bool = False
     noisy_sigma0: float = 0.5
@@ -118,8 +111,7 @@ class DQNConfig:
         no_random_phase("dqn", self.loop)
         validate.integer("num_atoms", self.num_atoms, low=1,
                          note="1: Q-values; 2 or more: a categorical return distribution")
-        for name in ("v_min", "v_max"):
-            validate.number(name, getattr(self, name))
+        validate.number("v_min", self.v_min), validate.number("v_max", self.v_max)
         if not self.v_min < self.v_max:
             raise ValueError(f"v_min must be below v_max (the categorical support runs from "
                              f"v_min to v_max), got v_min={self.v_min!r} and "
@@ -152,23 +144,10 @@ def epsilon_schedule(config: DQNConfig) -> optax.Schedule:
     return exploration.piecewise_linear(config.epsilon)
 
 
-def beta_schedule(config: DQNConfig) -> optax.Schedule:
-    """Importance-sampling exponent as a function of the loop update count."""
-    return exploration.piecewise_linear(config.replay.beta)
-
-
 @struct.dataclass
 class DQNState:
-    """Train state.
-
-    Attributes:
-        params: online network variables.
-        target_params: target network variables.
-        opt_state: Adam state.
-        step: gradient steps done.
-        update_step: loop update the exploring policy last acted in (for the epsilon
-            metric).
-    """
+    """Train state: online and target network variables, Adam state, gradient steps done
+    and the loop update the exploring policy last acted in (for the epsilon metric)."""
 
     params: Params
     target_params: Params
@@ -335,8 +314,7 @@ def _categorical_loss(config: DQNConfig, net: Network, params: Params, target_pa
 
 
 def loss(config: DQNConfig, spec: EnvSpec, params: Params, target_params: Params,
-         batch: Sample, key: PRNGKey | None = None) -> tuple[Array, tuple[Array,
-                                                                                  Metrics]]:
+         batch: Sample, key: PRNGKey | None = None) -> tuple[Array, tuple[Array, Metrics]]:
     """Importance-weighted TD loss of a replay sample.
 
     With a categorical head: the importance-weighted cross-entropy, ``mean_i w_i CE_i``,

@@ -22,8 +22,8 @@ LOW, HIGH = (-1.0, -2.0), (1.0, 0.5)
 SPEC = EnvSpec(task_id="Reacher-v5", num_envs=B, obs_shape=(OBS,), obs_dtype=np.float32,
                num_actions=None, action_shape=(ACT,), action_low=LOW, action_high=HIGH,
                max_episode_steps=50, reward_threshold=-3.75, is_atari=False)
-SMALL = configure(ddpg.DDPGConfig, num_envs=B, actor_hidden=(8, 6), critic_hidden=(7, 5), batch_size=N,
-                        learning_starts=N, buffer_size=64)
+SMALL = configure(ddpg.DDPGConfig, num_envs=B, actor_hidden=(8, 6), critic_hidden=(7, 5),
+                  batch_size=N, learning_starts=N, buffer_size=64)
 BN_EPS = 1e-5  # flax BatchNorm default
 
 

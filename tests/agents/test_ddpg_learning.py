@@ -14,7 +14,8 @@ from rljax.envs.stats import recent_mean_return
 from rljax.records import configure
 from rljax.run.registry import get_algorithm
 
-CONFIG = configure(ddpg.DDPGConfig, num_envs=10, env_steps_per_update=2, grad_steps=6, batch_size=64,
+CONFIG = configure(ddpg.DDPGConfig, num_envs=10, env_steps_per_update=2, grad_steps=6,
+                   batch_size=64,
                          learning_starts=1_000, buffer_size=50_000, actor_hidden=(64, 64),
                          critic_hidden=(64, 64), batch_norm=False, tau=5e-3,
                          target_critic_init="copy",

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rljax import envs
+from rljax import envs, exploration
 from rljax.agents import dqn
 from rljax.buffers.nstep import NStepTransition
 from rljax.buffers.prioritized import PrioritizedSample
@@ -147,7 +147,7 @@ def test_soft_target_update(spec):
 
 def test_epsilon_and_beta_at_breakpoints():
     config = dqn.DQNConfig()  # reference: 1 -> 0.1 at 25k -> 0.01 at 500k; beta 0.4 -> 1 at 1M
-    eps, beta = dqn.epsilon_schedule(config), dqn.beta_schedule(config)
+    eps, beta = dqn.epsilon_schedule(config), exploration.piecewise_linear(config.replay.beta)
     for step, value in [(0, 1.0), (12_500, 0.55), (25_000, 0.1), (262_500, 0.055),
                         (500_000, 0.01), (750_000, 0.01), (5_000_000, 0.01)]:
         np.testing.assert_allclose(eps(step), value, rtol=1e-6, err_msg=f"epsilon({step})")

@@ -30,8 +30,8 @@ HALF = (np.asarray(HIGH) - np.asarray(LOW)) / 2
 SPEC = EnvSpec(task_id="Reacher-v5", num_envs=B, obs_shape=(OBS,), obs_dtype=np.float32,
                num_actions=None, action_shape=(ACT,), action_low=LOW, action_high=HIGH,
                max_episode_steps=50, reward_threshold=-3.75, is_atari=False)
-SMALL = configure(td3.TD3Config, num_envs=B, actor_hidden=(8, 6), critic_hidden=(7, 5), batch_size=N,
-                      learning_starts=N, buffer_size=64, random_steps=0)
+SMALL = configure(td3.TD3Config, num_envs=B, actor_hidden=(8, 6), critic_hidden=(7, 5),
+                  batch_size=N, learning_starts=N, buffer_size=64, random_steps=0)
 
 
 # --- NumPy reference networks ----------------------------------------------------------

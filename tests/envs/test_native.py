@@ -121,8 +121,9 @@ def test_on_policy_learners_bootstrap_from_the_final_observation(algo):
     next episode's first), on a terminated one from nothing: the learner's values on a
     same-step-reset rollout equal those on the same rollout laid out with obs[t+1] = final
     observation, which the NumPy-checked envpool path computes."""
-    make, config = {"ppo": (ppo.make_ppo, configure(ppo.PPOConfig, num_envs=4, rollout_len=16)),
-                    "pqn": (pqn.make_pqn, configure(pqn.PQNConfig, num_envs=4, rollout_len=16))}[algo]
+    make, config = {
+        "ppo": (ppo.make_ppo, configure(ppo.PPOConfig, num_envs=4, rollout_len=16)),
+        "pqn": (pqn.make_pqn, configure(pqn.PQNConfig, num_envs=4, rollout_len=16))}[algo]
     agent, batch = _rollout(make, config)
     assert batch.final_obs is not None
     ended = np.asarray(batch.terminated | batch.truncated)

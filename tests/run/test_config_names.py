@@ -1,7 +1,6 @@
 """One name per concept across the agent configs; run directories written under the old
 names still load, and the old names are refused on the command line and in the API."""
 
-import dataclasses
 import importlib
 import sys
 
@@ -12,7 +11,7 @@ import pytest
 
 from rljax import exploration, records
 from rljax.agents.ddpg import DDPGConfig
-from rljax.agents.dqn import DQNConfig, beta_schedule
+from rljax.agents.dqn import DQNConfig
 from rljax.records import configure
 from rljax.run import checkpoint, cli, registry
 from rljax.run.config import RENAMED, RunConfig, from_preset, upgrade_fields
@@ -49,7 +48,8 @@ def test_min_replay_is_learning_starts_or_a_full_buffer(config_cls):
 
 def test_presets_keep_their_replay_sizes():
     ddpg = from_preset("reacher-ddpg").config
-    assert (ddpg.replay.buffer_size, ddpg.replay.learning_starts, ddpg.replay.min_replay) == (300_000, 5_000, 5_000)
+    assert (ddpg.replay.buffer_size, ddpg.replay.learning_starts, ddpg.replay.min_replay) == (
+        300_000, 5_000, 5_000)
     reference = from_preset("reacher-ddpg-reference").config
     assert (reference.replay.buffer_size, reference.replay.min_replay, reference.replay.beta) == (
         1_000_000, 10_000, ((0, 1.0),))
@@ -110,7 +110,7 @@ def test_ddpg_and_dqn_trainers_read_the_same_fields(monkeypatch):
         make_trainer = registry.get_algorithm(algo).make_trainer
         memory, loop = _trainer_arguments(monkeypatch, make_trainer, config)
         assert (memory["capacity"], memory["min_size"]) == (5_000, 300)
-        dqn_beta = beta_schedule(configure(DQNConfig(), beta=schedule))
+        dqn_beta = exploration.piecewise_linear(configure(DQNConfig(), beta=schedule).replay.beta)
         steps = jnp.arange(0, 150, 7, dtype=jnp.int32)
         np.testing.assert_array_equal(np.asarray(jax.jit(loop["beta_fn"])(steps)),
                                       np.asarray(jax.jit(dqn_beta)(steps)))
@@ -155,8 +155,8 @@ def test_from_dict_reads_an_old_ddpg_config_json():
            "noisy_sigma0": 0.5, "batch_norm": False, "actor_hidden": [150, 150]}
     config = RunConfig.from_dict({"algo": "ddpg", "env_id": "Reacher-v5", "total_steps": 1000,
                                   "seed": 0, "config": old}).config
-    assert (config.replay.learning_starts, config.replay.buffer_size, config.replay.beta, config.td_loss) == (
-        5000, 300000, ((0, 1.0),), "l2")
+    assert (config.replay.learning_starts, config.replay.buffer_size, config.replay.beta,
+            config.td_loss) == (5000, 300000, ((0, 1.0),), "l2")
     assert config.actor_hidden == (150, 150) and config.batch_norm is False
     # An integer beta too; and a beta already written as a schedule is kept.
     assert upgrade_fields("ddpg", {"beta": 1}) == {"beta": ((0, 1),)}
