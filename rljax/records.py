@@ -118,6 +118,9 @@ class Replay:
         frame_replay: store Atari frames once (stacks rebuilt at sample time); None: for
             Atari tasks.
         flush_every: empty the replay after every this many sampled batches; None: never.
+        priority_max_clip: TD errors are clipped to ``[-c, c]`` before they set
+            priorities, so that none exceeds ``(c + priority_eps)^alpha`` and one outlier
+            cannot take over the sampling; None: no clip.
     """
 
     batch_size: int = shape_field(256)
@@ -131,6 +134,7 @@ class Replay:
     initial_priorities: bool = False
     frame_replay: bool | None = None
     flush_every: int | None = None
+    priority_max_clip: float | None = None
 
     def __post_init__(self):
         for name in ("batch_size", "n_step"):
@@ -146,6 +150,8 @@ class Replay:
         for name in ("alpha", "priority_eps"):
             validate.number(name, getattr(self, name), low=0.0, high=1e6)
         validate.schedule("beta", self.beta, low=0.0, high=1.0)
+        validate.number("priority_max_clip", self.priority_max_clip, low=0.0, low_open=True,
+                        optional=True)
         for name in ("prioritized", "initial_priorities"):
             validate.boolean(name, getattr(self, name))
         validate.boolean("frame_replay", self.frame_replay, optional=True)

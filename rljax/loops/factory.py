@@ -14,10 +14,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import jax.numpy as jnp
+
 from rljax import exploration
 from rljax.agents.base import Agent
 from rljax.envs import Env
-from rljax.loops.memory import make_memory
+from rljax.loops.memory import Memory, make_memory
 from rljax.loops.off_policy import make_off_policy_trainer
 from rljax.loops.on_policy import make_on_policy_trainer
 from rljax.loops.state import Trainer
@@ -55,6 +57,8 @@ def off_policy(agent: Agent, env: Env, config: Any, updates_per_chunk: int,
                          batch_size=replay.batch_size, n_step=replay.n_step, gamma=config.gamma,
                          alpha=replay.alpha if replay.prioritized else None,
                          eps=replay.priority_eps, min_size=replay.min_replay, frames=frames)
+    if replay.priority_max_clip is not None:
+        memory = _clipped(memory, replay.priority_max_clip)
     if loop.unroll:
         updates_per_chunk = min(updates_per_chunk, UNROLLED_UPDATES_PER_CHUNK)
     elif spec.is_image:
@@ -66,6 +70,18 @@ def off_policy(agent: Agent, env: Env, config: Any, updates_per_chunk: int,
         beta_fn=exploration.piecewise_linear(replay.beta) if replay.prioritized else None,
         initial_priorities=initial, unroll=loop.unroll, flush_every=replay.flush_every,
         threshold=threshold, split=split)
+
+
+def _clipped(memory: Memory, clip: float) -> Memory:
+    """``memory`` with the TD errors that set priorities clipped to ``[-clip, clip]``."""
+    def add(state, step, valid, td_fn=None):
+        clipped = None if td_fn is None else (lambda tr: jnp.clip(td_fn(tr), -clip, clip))
+        return memory.add(state, step, valid, clipped)
+
+    def update_priorities(state, indices, td):
+        return memory.update_priorities(state, indices, jnp.clip(td, -clip, clip))
+
+    return memory._replace(add=add, update_priorities=update_priorities)
 
 
 LOOPS: dict[str, Callable[..., Trainer]] = {"on_policy": on_policy, "off_policy": off_policy}
