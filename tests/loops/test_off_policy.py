@@ -104,6 +104,34 @@ def test_image_chunks_are_capped_without_compiling():
     assert algo.make_trainer(agent, env, unrolled, 1000, None).updates_per_chunk == 2
 
 
+@pytest.mark.parametrize("clip", [None, 1.0])
+def test_priority_max_clip_bounds_the_priorities(monkeypatch, clip):
+    """With replay.priority_max_clip = c a TD error of 100 sets the priority (c + eps)^alpha;
+    without it, (100 + eps)^alpha. Initial priorities (td_fn) are clipped the same way."""
+    from rljax.loops import factory
+
+    env = envs.make("CartPole-v1", num_envs=2, seed=0)
+    config = configure(DQNConfig, num_envs=2, batch_size=4, buffer_size=16, learning_starts=4,
+                       alpha=0.5, priority_eps=0.0, priority_max_clip=clip)
+    seen = {}
+    monkeypatch.setattr(factory, "make_off_policy_trainer",
+                        lambda agent, env, memory, **kw: seen.setdefault("memory", memory))
+    factory.off_policy(make_dqn(config, env.spec), env, config, 10, None)
+    memory = seen["memory"]
+    obs = jnp.zeros((2, 4), jnp.float32)
+    step = Transition(obs, jnp.zeros(2, jnp.int32), jnp.ones(2), jnp.zeros(2, bool),
+                      jnp.zeros(2, bool), obs)
+    example = jax.tree.map(lambda x: x[0], step)
+    state = memory.add(memory.init(example), step, jnp.ones(2, bool),
+                       lambda tr: jnp.full(tr.reward.shape, 100.0))
+    expected = np.sqrt(100.0 if clip is None else clip)
+    np.testing.assert_allclose(float(state.replay.max_priority), expected, rtol=1e-6)
+    state = memory.update_priorities(state, jnp.array([0, 1]), jnp.array([-400.0, 0.25]))
+    leaves = np.asarray(sum_tree.get(state.replay.tree, jnp.array([0, 1])))
+    np.testing.assert_allclose(leaves, [np.sqrt(400.0 if clip is None else clip), 0.5],
+                               rtol=1e-6)
+
+
 @pytest.mark.optimized
 @pytest.mark.slow
 def test_cartpole_learns():
