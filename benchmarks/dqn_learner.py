@@ -60,7 +60,7 @@ def _trainer(preset: str, unroll: bool, learning_starts: int, overrides: dict):
 def _measure(preset: str, unroll: bool, rounds: int, overrides: dict):
     """Warm-up timings (no learning yet) and ``rounds`` interleaved (standalone, chunk)
     timing pairs with learning active."""
-    batch_size = int(overrides.get("batch_size", from_preset(preset).config.batch_size))
+    batch_size = int(overrides.get("batch_size", from_preset(preset).config.replay.batch_size))
     run, env, agent, chunk, state, compile_time = _trainer(preset, unroll, 16 * batch_size,
                                                            overrides)
     cfg, warm_up = run.config, []

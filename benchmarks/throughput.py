@@ -425,8 +425,8 @@ def bench_rainbow(dqn_preset: str, rainbow_preset: str, rounds: int, chunk_steps
         # Median of the per-round ratios rainbow / dqn (both ran back to back in each round).
         "rainbow_vs_dqn_train": ratios["train"],
         "rainbow_vs_dqn_learner": ratios["learner"],
-        "train_sps": {k: median(samples[f"{k}_train"]) * built[k][0].config.steps_per_update
-                      / built[k][0].config.grad_steps for k in ("dqn", "rainbow")},
+        "train_sps": {k: median(samples[f"{k}_train"]) * built[k][0].config.loop.steps_per_update
+                      / built[k][0].config.loop.grad_steps for k in ("dqn", "rainbow")},
         "loadavg_1min_before_timing": load_before,
         "loadavg_1min_after_timing": os.getloadavg()[0],
         "rounds": samples,

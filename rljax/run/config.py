@@ -99,9 +99,9 @@ class RunConfig:
         if self.devices > 1 and self.num_members == 1:
             from rljax.parallel import data_parallel
 
-            replay = getattr(self.config, "replay", None)  # off-policy agents have one
+            off_policy = isinstance(self.config.loop, records.OffPolicyLoop)
             data_parallel.check_split(self.config.loop.num_envs, self.devices,
-                                      replay and replay.batch_size)
+                                      self.config.replay.batch_size if off_policy else None)
         if self.devices > 1 and self.num_members > 1 and self.num_members % self.devices:
             raise ValueError(f"{self.num_members} members (seeds x sweep values) cannot be "
                              f"split evenly over {self.devices} devices; use a multiple of "

@@ -466,7 +466,7 @@ def test_cli_refuses_discrete_env_with_one_line(capsys):
 ])
 def test_config_validation(field, value, match):
     with pytest.raises(ValueError, match=match):
-        ddpg.DDPGConfig(**{field: value})
+        configure(ddpg.DDPGConfig, **{field: value})
 
 
 def test_config_for_the_driver():

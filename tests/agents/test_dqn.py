@@ -216,7 +216,7 @@ def test_cli_refuses_continuous_env_in_one_line(capsys):
 ])
 def test_bad_config_names_field_and_value(field, value, message):
     with pytest.raises(ValueError) as exc:
-        dqn.DQNConfig(**{field: value})
+        configure(dqn.DQNConfig, **{field: value})
     assert message in str(exc.value)
 
 

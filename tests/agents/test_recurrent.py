@@ -22,6 +22,7 @@ from rljax.envs.stats import recent_mean_return
 from rljax.loops import on_policy
 from rljax.loops.evaluation import make_evaluator
 from rljax.networks.recurrent import reset_carry
+from rljax.records import configure
 from rljax.run.build import build
 from rljax.run.config import RunConfig
 from rljax.run.presets import get_preset
@@ -33,13 +34,13 @@ NOVEL = {"obs_indices": (0, 2)}
 def _ppo(**kw):
     base = dict(num_envs=B, rollout_len=T, num_epochs=2, num_minibatches=2,
                 hidden_sizes=(8, 8), memory="gru", memory_size=6, lr=1e-2)
-    return ppo.PPOConfig(**{**base, **kw})
+    return configure(ppo.PPOConfig, **{**base, **kw})
 
 
 def _pqn(**kw):
     base = dict(num_envs=B, rollout_len=T, num_epochs=2, num_minibatches=2,
                 hidden_sizes=(8,), memory="gru", memory_size=6, lr=1e-2)
-    return pqn.PQNConfig(**{**base, **kw})
+    return configure(pqn.PQNConfig, **{**base, **kw})
 
 
 def _max_err(a, b):

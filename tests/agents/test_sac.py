@@ -317,7 +317,7 @@ def test_discrete_action_space_refused():
 ])
 def test_config_validation(field, value, match):
     with pytest.raises(ValueError, match=match):
-        sac.SACConfig(**{field: value})
+        configure(sac.SACConfig, **{field: value})
 
 
 def test_config_for_the_loop():

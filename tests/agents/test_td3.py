@@ -323,13 +323,13 @@ def test_discrete_action_space_refused():
 ])
 def test_config_validation(field, value, match):
     with pytest.raises(ValueError, match=match):
-        td3.TD3Config(**{field: value})
+        configure(td3.TD3Config, **{field: value})
 
 
 def test_config_for_the_loop():
     config = configure(td3.TD3Config, num_envs=4, env_steps_per_update=3)
     assert config.loop.steps_per_update == 12 and config.replay.min_replay == 25_000
-    assert configure(config, learning_starts=None).min_replay == 1_000_000
+    assert configure(config, learning_starts=None).replay.min_replay == 1_000_000
     hash(config)
 
 
