@@ -48,7 +48,7 @@ def _trainer(preset: str, unroll: bool, learning_starts: int, overrides: dict):
     # replay is, and the timed rounds start sooner.
     run = from_preset(preset, tensorboard=False, **dict(overrides, unroll=unroll,
                                                          learning_starts=learning_starts))
-    run = dataclasses.replace(run, chunk_steps=run.config.steps_per_update,
+    run = dataclasses.replace(run, chunk_steps=run.config.loop.steps_per_update,
                               total_steps=10**8)
     env, agent, trainer, _ = build(run)
     assert trainer.updates_per_chunk == 1
@@ -61,7 +61,7 @@ def _trainer(preset: str, unroll: bool, learning_starts: int, overrides: dict):
 def _measure(preset: str, unroll: bool, rounds: int, overrides: dict):
     """Warm-up timings (no learning yet) and ``rounds`` interleaved (standalone, chunk)
     timing pairs with learning active."""
-    batch_size = int(overrides.get("batch_size", from_preset(preset).config.batch_size))
+    batch_size = int(overrides.get("batch_size", from_preset(preset).config.replay.batch_size))
     run, env, agent, chunk, state, compile_time = _trainer(preset, unroll, 16 * batch_size,
                                                            overrides)
     cfg, warm_up = run.config, []
@@ -78,17 +78,19 @@ def _measure(preset: str, unroll: bool, rounds: int, overrides: dict):
         warm_up.append(t)
     state = box["loop"]
     spec = env.spec
-    memory = make_memory(capacity=cfg.buffer_size, num_envs=spec.num_envs,
-                         batch_size=cfg.batch_size, n_step=cfg.n_step, gamma=cfg.gamma,
-                         alpha=cfg.alpha if cfg.prioritized else None, eps=cfg.priority_eps,
-                         min_size=cfg.min_replay, frames=spec.is_atari)
+    memory = make_memory(capacity=cfg.replay.buffer_size, num_envs=spec.num_envs,
+                         batch_size=cfg.replay.batch_size, n_step=cfg.replay.n_step,
+                         gamma=cfg.gamma,
+                         alpha=cfg.replay.alpha if cfg.replay.prioritized else None,
+                         eps=cfg.replay.priority_eps,
+                         min_size=cfg.replay.min_replay, frames=spec.is_atari)
     batch = jax.jit(memory.sample)(state.memory, jax.random.key(3), 0.5)
     update = jax.jit(agent.update, donate_argnums=0)
     box["agent"] = update(jax.tree.map(jnp.copy, state.agent), batch, jax.random.key(0))[0]
 
     def standalone():
         agent_state = box["agent"]
-        for i in range(cfg.grad_steps):
+        for i in range(cfg.loop.grad_steps):
             agent_state, _, _ = update(agent_state, batch, jax.random.key(i))
         box["agent"] = agent_state
         return agent_state
@@ -129,8 +131,8 @@ def main(argv=None) -> dict:
     load.append(os.getloadavg()[0])
     med = lambda xs, i: float(np.median([x[i] for x in xs]))
     result = {"machine": machine(), "preset": args.preset, "conv": args.conv,
-              "grad_steps": cfg.grad_steps, "batch_size": cfg.batch_size,
-              "env_steps_per_loop_update": cfg.steps_per_update,
+              "grad_steps": cfg.loop.grad_steps, "batch_size": cfg.replay.batch_size,
+              "env_steps_per_loop_update": cfg.loop.steps_per_update,
               "compile_s": compile_s, "loadavg_1min": load}
     for unit, i in (("wall_s", 0), ("cpu_s", 1)):
         out = {name: med(xs, i) for name, xs in samples.items()}
@@ -143,11 +145,11 @@ def main(argv=None) -> dict:
     result["samples"]["act_env_store"] = [[float(a), float(b)] for a, b in act_env_store]
     suffix = "" if args.conv == "matmul" else f"_{args.conv}"
     result["overrides"] = overrides
-    print(f"{args.preset} ({args.conv} conv): per loop update of {cfg.grad_steps} gradient "
-          f"steps of {cfg.batch_size} and {cfg.steps_per_update} env steps")
+    print(f"{args.preset} ({args.conv} conv): per loop update of {cfg.loop.grad_steps} gradient "
+          f"steps of {cfg.replay.batch_size} and {cfg.loop.steps_per_update} env steps")
     for unit in ("wall_s", "cpu_s"):
         r = result[unit]
-        print(f"  {unit:<6} standalone x{cfg.grad_steps} {r['standalone']:.3f}  "
+        print(f"  {unit:<6} standalone x{cfg.loop.grad_steps} {r['standalone']:.3f}  "
               f"rolled chunk {r['chunk_rolled']:.3f} (learner {r['chunk_rolled_learner']:.3f}, "
               f"{r['chunk_rolled_learner_vs_standalone']:.2f}x standalone)  unrolled chunk "
               f"{r['chunk_unrolled']:.3f} (learner {r['chunk_unrolled_learner']:.3f}, "

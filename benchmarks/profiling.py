@@ -155,7 +155,7 @@ def on_policy_update_flops(algo: str, config, spec) -> float | None:
         return None
     o, hidden = spec.obs_shape[0], tuple(config.hidden_sizes)
     out = spec.num_actions if spec.discrete else spec.action_shape[0]
-    samples = config.num_envs * config.rollout_len
+    samples = config.loop.num_envs * config.loop.rollout_len
 
     def fwd_bwd(sizes):
         return (mlp_forward_flops(1, sizes)
@@ -164,7 +164,7 @@ def on_policy_update_flops(algo: str, config, spec) -> float | None:
     if algo == "pqn":
         q = (o, *hidden, out)
         return (config.num_epochs * samples * fwd_bwd(q)
-                + (samples + config.num_envs) * mlp_forward_flops(1, q))
+                + (samples + config.loop.num_envs) * mlp_forward_flops(1, q))
     if config.shared_torso:
         per_sample = fwd_bwd((o, *hidden, out + 1))
     else:
@@ -228,10 +228,12 @@ def replay_batches(config, spec, memory_state, key: jax.Array, count: int,
     leading axis."""
     frame_replay = getattr(config, "frame_replay", False)
     frames = spec.is_atari if frame_replay is None else frame_replay
-    memory = make_memory(capacity=config.buffer_size, num_envs=spec.num_envs,
-                         batch_size=config.batch_size, n_step=config.n_step, gamma=config.gamma,
-                         alpha=config.alpha if config.prioritized else None,
-                         eps=config.priority_eps, min_size=config.min_replay, frames=frames)
+    memory = make_memory(capacity=config.replay.buffer_size, num_envs=spec.num_envs,
+                         batch_size=config.replay.batch_size, n_step=config.replay.n_step,
+                         gamma=config.gamma,
+                         alpha=config.replay.alpha if config.replay.prioritized else None,
+                         eps=config.replay.priority_eps, min_size=config.replay.min_replay,
+                         frames=frames)
     sample = jax.jit(lambda keys: jax.lax.map(
         lambda k: memory.sample(memory_state, k, beta), keys))
     return sample(jax.random.split(key, count))

@@ -69,7 +69,7 @@ def compare(algo: str, rounds: int) -> dict:
     measure = {"rljax_loop": rljax_loop, "sbx_loop": sbx_loop}
     cpu: dict[str, list] = {"rljax_learner": [], "sbx_learner": []}
     if algo != "ppo":
-        g, batch_size = run.config.grad_steps, run.config.batch_size
+        g, batch_size = run.config.loop.grad_steps, run.config.replay.batch_size
         learner = profiling.learner_steps(agent)
         batches = profiling.replay_batches(run.config, env.spec, state.memory,
                                            jax.random.key(3), g)

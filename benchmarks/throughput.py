@@ -49,7 +49,7 @@ def _rounds(run, trainer, chunk, state, rounds: int, extra: dict | None = None) 
             return metrics
         return trainer.steps_per_chunk / timed(go)
 
-    num_envs = run.config.num_envs
+    num_envs = run.config.loop.num_envs
     ceiling_env = envs.make(run.env_id, num_envs, run.seed + 1, **dict(run.env_options))
     steps = max(1, trainer.steps_per_chunk // num_envs)
     rollout = make_random_rollout(ceiling_env, steps)
@@ -67,7 +67,7 @@ def _rounds(run, trainer, chunk, state, rounds: int, extra: dict | None = None) 
 def _describe(preset: str, overrides: dict, run, trainer) -> dict:
     """The fields every result starts with: what ran, on which task, at which sizes."""
     return {"preset": preset, "overrides": {k: str(v) for k, v in overrides.items()},
-            "env_id": run.env_id, "num_envs": run.config.num_envs,
+            "env_id": run.env_id, "num_envs": run.config.loop.num_envs,
             "env_steps_per_update": trainer.steps_per_update}
 
 
@@ -80,7 +80,8 @@ def _reference_loop(env_id: str, run=None, trainer=None) -> dict:
         from benchmarks.reference_native import ReferenceLoop, Sizes
 
         c = run.config
-        loop = ReferenceLoop(run.algo, env_id, Sizes(c.num_envs, c.rollout_len, c.num_epochs,
+        loop = ReferenceLoop(run.algo, env_id, Sizes(c.loop.num_envs, c.loop.rollout_len,
+                                                     c.num_epochs,
                                                      c.num_minibatches, c.lr, c.hidden_sizes),
                              updates=trainer.updates_per_chunk)
         return {"reference": loop.steps_per_second}
@@ -176,11 +177,11 @@ def bench_on_policy(preset: str, rounds: int, chunk_steps: int, **overrides) -> 
     cfg, algo = run.config, get_algorithm(run.algo)
     per_update, updates = trainer.steps_per_update, trainer.updates_per_chunk
     # The loop without learning, on a pool of its own (stepped as soon as it is reset).
-    pool = envs.make(run.env_id, cfg.num_envs, run.seed + 2, **dict(run.env_options))
+    pool = envs.make(run.env_id, cfg.loop.num_envs, run.seed + 2, **dict(run.env_options))
     acting = algo.make_trainer(profiling.without_update(agent), pool, cfg, updates, None)
     act_chunk, act_state, _ = _compiled(acting, 1)
     rollout, env_state = profiling.collect_rollout(agent, pool, act_state.agent, act_state.env,
-                                                   cfg.rollout_len, jax.random.key(5))
+                                                   cfg.loop.rollout_len, jax.random.key(5))
     act_box = {"state": act_state.replace(env=env_state)}
     learn = profiling.update_only(agent, updates)
     learn_box = {"state": learn(jax.tree.map(jnp.copy, state.agent), rollout)}
@@ -255,10 +256,12 @@ def bench_continuous(preset: str, rounds: int, chunk_steps: int, **overrides) ->
     state = _until_learning(chunk, state, metrics, "critic_loss")
     obs_dim, action_dim = spec.obs_shape[0], spec.action_shape[0]
     if run.algo == "td3":
-        flops = profiling.td3_step_flops(cfg.batch_size, obs_dim, action_dim, cfg.actor_hidden,
+        flops = profiling.td3_step_flops(cfg.replay.batch_size, obs_dim, action_dim,
+                                         cfg.actor_hidden,
                                          cfg.critic_hidden, cfg.policy_delay)
     else:
-        flops = profiling.sac_step_flops(cfg.batch_size, obs_dim, action_dim, cfg.actor_hidden,
+        flops = profiling.sac_step_flops(cfg.replay.batch_size, obs_dim, action_dim,
+                                         cfg.actor_hidden,
                                          cfg.critic_hidden)
     steps = 50
     learner = profiling.learner_steps(agent)
@@ -282,12 +285,12 @@ def bench_continuous(preset: str, rounds: int, chunk_steps: int, **overrides) ->
         "learner_gflops": learner_gflops})
     med = {k: median(v) for k, v in samples.items()}
     cpu_med = {k: median(v) for k, v in per_cpu_s.items()}
-    grad_per_env_step = cfg.grad_steps / cfg.steps_per_update
+    grad_per_env_step = cfg.loop.grad_steps / cfg.loop.steps_per_update
     achieved = med["train"] * grad_per_env_step * flops["total"] / 1e9
     return {
         **_describe(preset, overrides, run, trainer),
         "grad_steps_per_env_step": grad_per_env_step,
-        "batch_size": cfg.batch_size,
+        "batch_size": cfg.replay.batch_size,
         "actor_hidden": list(cfg.actor_hidden),
         "critic_hidden": list(cfg.critic_hidden),
         "obs_dim": obs_dim,
@@ -382,7 +385,7 @@ def bench_rainbow(dqn_preset: str, rainbow_preset: str, rounds: int, chunk_steps
     grad_steps_per_chunk = {}
     for name in ("dqn", "rainbow"):
         run, _, _, trainer, chunk, state = built[name]
-        grad_steps_per_chunk[name] = trainer.updates_per_chunk * run.config.grad_steps
+        grad_steps_per_chunk[name] = trainer.updates_per_chunk * run.config.loop.grad_steps
         # Seconds per gradient step, as a rate: gradient steps per second.
         measure[f"{name}_train"] = _chunk_rate(chunk, {"state": state},
                                                grad_steps_per_chunk[name])
@@ -405,13 +408,13 @@ def bench_rainbow(dqn_preset: str, rainbow_preset: str, rounds: int, chunk_steps
         "presets": [dqn_preset, rainbow_preset],
         "overrides": {k: str(v) for k, v in shared.items()},
         "env_id": dqn_run.env_id,
-        "num_envs": cfg.num_envs,
-        "env_steps_per_update": cfg.steps_per_update,
-        "grad_steps_per_update": cfg.grad_steps,
-        "batch_size": cfg.batch_size,
+        "num_envs": cfg.loop.num_envs,
+        "env_steps_per_update": cfg.loop.steps_per_update,
+        "grad_steps_per_update": cfg.loop.grad_steps,
+        "batch_size": cfg.replay.batch_size,
         "network": {"hidden_sizes": list(cfg.hidden_sizes), "dueling": cfg.dueling,
-                    "double_q": cfg.double_q, "n_step": cfg.n_step,
-                    "prioritized": cfg.prioritized},
+                    "double_q": cfg.double_q, "n_step": cfg.replay.n_step,
+                    "prioritized": cfg.replay.prioritized},
         "rainbow": {"num_atoms": runs["rainbow"].num_atoms, "noisy": runs["rainbow"].noisy,
                     "n_step": runs["rainbow"].n_step},
         "grad_steps_per_chunk": grad_steps_per_chunk,
@@ -422,8 +425,8 @@ def bench_rainbow(dqn_preset: str, rainbow_preset: str, rounds: int, chunk_steps
         # Median of the per-round ratios rainbow / dqn (both ran back to back in each round).
         "rainbow_vs_dqn_train": ratios["train"],
         "rainbow_vs_dqn_learner": ratios["learner"],
-        "train_sps": {k: median(samples[f"{k}_train"]) * built[k][0].config.steps_per_update
-                      / built[k][0].config.grad_steps for k in ("dqn", "rainbow")},
+        "train_sps": {k: median(samples[f"{k}_train"]) * built[k][0].config.loop.steps_per_update
+                      / built[k][0].config.loop.grad_steps for k in ("dqn", "rainbow")},
         "loadavg_1min_before_timing": load_before,
         "loadavg_1min_after_timing": os.getloadavg()[0],
         "rounds": samples,
@@ -468,29 +471,30 @@ def bench_dqn(preset: str, rounds: int, chunk_steps: int, reference: bool = Fals
     load_before = os.getloadavg()[0]
     samples = _rounds(run, trainer, chunk, state, rounds, extra)
     env_m, train_m = median(samples["env_only"]), median(samples["train"])
-    per_step = cfg.grad_steps * cfg.batch_size / cfg.steps_per_update
+    per_step = cfg.loop.grad_steps * cfg.replay.batch_size / cfg.loop.steps_per_update
     ref = SINGLE_FILE_JAX_DQN.get(run.env_id)
     # The fixed single-file figures were measured on the 2-core CPU machine: compare with them
     # on a CPU only (the same-process reference loop serves every backend).
     reference = ref["sps"] if ref and jax.default_backend() == "cpu" else None
     # Exact when this configuration does the reference's gradient work (same gradient steps
     # per env step, same batch); otherwise train_sps scaled linearly in samples per env step.
-    exact = bool(ref) and (cfg.grad_steps / cfg.steps_per_update == ref["grad_steps_per_env_step"]
-                           and cfg.batch_size == ref["batch_size"])
+    per_env_step = cfg.loop.grad_steps / cfg.loop.steps_per_update
+    exact = bool(ref) and (per_env_step == ref["grad_steps_per_env_step"]
+                           and cfg.replay.batch_size == ref["batch_size"])
     ref_samples = ref["grad_steps_per_env_step"] * ref["batch_size"] if ref else per_step
     equal_work = train_m * per_step / ref_samples
     return {
         **_describe(preset, overrides, run, trainer),
-        "grad_steps_per_update": cfg.grad_steps,
-        "batch_size": cfg.batch_size,
-        "grad_steps_per_env_step": cfg.grad_steps / cfg.steps_per_update,
+        "grad_steps_per_update": cfg.loop.grad_steps,
+        "batch_size": cfg.replay.batch_size,
+        "grad_steps_per_env_step": cfg.loop.grad_steps / cfg.loop.steps_per_update,
         "samples_per_env_step": per_step,
         "env_only_sps": env_m,
         "train_sps": train_m,
         "ratio": train_m / env_m,
         "network": {"hidden_sizes": list(cfg.hidden_sizes), "dueling": cfg.dueling,
-                    "double_q": cfg.double_q, "prioritized": cfg.prioritized,
-                    "n_step": cfg.n_step},
+                    "double_q": cfg.double_q, "prioritized": cfg.replay.prioritized,
+                    "n_step": cfg.replay.n_step},
         "reference_gradient_work": ref,
         "equal_work_exact": exact,
         "train_sps_at_equal_gradient_work": equal_work,
@@ -538,7 +542,7 @@ def bench_seeds(preset: str, rounds: int, chunk_steps: int,
     # The ceiling: the update's matmul FLOPs per env step at this CPU's large-GEMM rate.
     run = from_preset(preset)
     flops = profiling.on_policy_update_flops(run.algo, run.config, envs.make(
-        run.env_id, run.config.num_envs, 0).spec) / trainer.steps_per_update
+        run.env_id, run.config.loop.num_envs, 0).spec) / trainer.steps_per_update
     return {**info, "env_only_sps": None, "train_sps": totals[str(counts[0])], "ratio": None,
             "total_sps_by_seeds": totals,
             "vs_one_seed": {k: v / totals[str(counts[0])] for k, v in totals.items()},

@@ -96,11 +96,11 @@ def cartpole_runs(make_agent: Callable[..., Agent], config: Any, seed: int,
     from rljax.envs.stats import recent_mean_return
     from rljax.loops import on_policy
 
-    env = envs.make("CartPole-v1", config.num_envs, seed)
+    env = envs.make("CartPole-v1", config.loop.num_envs, seed)
     agent, negated = with_flag(make_agent(config, env.spec))
     trainer = on_policy.make_on_policy_trainer(
-        agent, env, rollout_len=config.rollout_len,
-        updates_per_chunk=20_000 // config.steps_per_update, threshold=475.0)
+        agent, env, rollout_len=config.loop.rollout_len,
+        updates_per_chunk=20_000 // config.loop.steps_per_update, threshold=475.0)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(module, name, negated_where(negated, getattr(module, name)))
         chunk = trainer.chunk.lower(trainer.init(jax.random.key(seed))).compile()

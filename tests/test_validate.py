@@ -14,6 +14,7 @@ from rljax import exploration, validate
 from rljax.agents.a2c import A2CConfig
 from rljax.agents.ddpg import DDPGConfig
 from rljax.agents.dqn import DQNConfig
+from rljax.records import configure
 
 NAN, INF = float("nan"), float("inf")
 
@@ -237,7 +238,7 @@ def test_accepted_schedules_run_through_piecewise_linear(jit, points):
     (DDPGConfig, "critic_lr"), (DDPGConfig, "huber_delta")])
 @pytest.mark.parametrize("value", [NAN, INF])
 def test_configs_refuse_nan_and_inf_learning_rates_and_loss_parameters(config_cls, field, value):
-    refused(config_cls, **{field: value},
+    refused(configure, config_cls, **{field: value},
             message=f"{field} must be a finite number > 0.0, got {value!r}")
 
 
@@ -247,13 +248,13 @@ def test_configs_refuse_nan_and_inf_learning_rates_and_loss_parameters(config_cl
     (DDPGConfig, "tau"), (DDPGConfig, "target_noise"), (DDPGConfig, "negative_slope")])
 def test_configs_refuse_nan_in_bounded_fields(config_cls, field):
     with pytest.raises(ValueError, match=f"^{field} must be a number in .* got nan$"):
-        config_cls(**{field: NAN})
+        configure(config_cls, **{field: NAN})
 
 
 @pytest.mark.parametrize("config_cls", [DQNConfig, DDPGConfig])
 def test_configs_refuse_a_nan_beta_schedule_and_string_flags(config_cls):
-    refused(config_cls, beta=((0, NAN),),
+    refused(configure, config_cls, beta=((0, NAN),),
             message="beta values must be numbers in [0.0, 1.0], got ((0, nan),)")
-    refused(config_cls, prioritized="yes", message="prioritized must be true or false")
-    refused(config_cls, buffer_size=2**31,
+    refused(configure, config_cls, prioritized="yes", message="prioritized must be true or false")
+    refused(configure, config_cls, buffer_size=2**31,
             message="buffer_size must be an integer in [1, 2147483647] (below 2**31")

@@ -34,6 +34,7 @@ from rljax.agents.base import (  # noqa: I001
 from rljax.envs.spec import EnvSpec
 from rljax.networks import core as nets
 from rljax.networks.distributions import categorical_sample, greedy
+from rljax.records import OnPolicyLoop, shape_field
 from rljax.types import Array, Metrics, Params, PRNGKey, Rollout
 
 
@@ -42,8 +43,8 @@ class A2CConfig:
     """A2C hyperparameters (defaults: the rljax reference design).
 
     Attributes:
-        num_envs: parallel environments.
-        rollout_len: env steps per env between updates (n of the n-step return).
+        loop: the on-policy loop (:class:`rljax.records.OnPolicyLoop`; ``rollout_len``
+            is the n of the n-step return).
         gamma: discount.
         gae_lambda: use GAE(lambda) when set; bootstrapped n-step returns when None.
         normalize_advantages: standardize advantages over each batch.
@@ -59,8 +60,7 @@ class A2CConfig:
         max_grad_norm: clip each network's gradient to this global norm; None: off.
     """
 
-    num_envs: int = 16
-    rollout_len: int = 5
+    loop: OnPolicyLoop = OnPolicyLoop(num_envs=16, rollout_len=5)
     gamma: float = 0.99
     gae_lambda: float | None = None
     normalize_advantages: bool = True
@@ -68,15 +68,13 @@ class A2CConfig:
     value_coef: float = 0.5
     actor_lr: float = 5e-4
     critic_lr: float = 7e-4
-    actor_hidden: tuple[int, ...] = (128, 128)
-    critic_hidden: tuple[int, ...] = (64, 64)
+    actor_hidden: tuple[int, ...] = shape_field((128, 128), network=True)
+    critic_hidden: tuple[int, ...] = shape_field((64, 64), network=True)
     activation: str = "relu"
     shared_torso: bool = False
     max_grad_norm: float | None = None
 
     def __post_init__(self):
-        for name in ("num_envs", "rollout_len"):
-            validate.integer(name, getattr(self, name), low=1)
         for name in ("actor_lr", "critic_lr"):
             validate.number(name, getattr(self, name), low=0.0, low_open=True)
         validate.number("gamma", self.gamma, low=0.0, high=1.0)
@@ -89,10 +87,6 @@ class A2CConfig:
         validate.choice("activation", self.activation, tuple(nets.ACTIVATIONS))
         for name in ("normalize_advantages", "shared_torso"):
             validate.boolean(name, getattr(self, name))
-
-    @property
-    def steps_per_update(self) -> int:
-        return self.num_envs * self.rollout_len
 
 
 @struct.dataclass

@@ -150,9 +150,9 @@ def check_memory_fields(config: Any) -> None:
     if (isinstance(config.memory_size, bool) or not isinstance(config.memory_size, int)
             or config.memory_size < 1):
         raise ValueError(f"memory_size must be an integer >= 1, got {config.memory_size!r}")
-    if config.memory is not None and config.num_envs % config.num_minibatches:
+    if config.memory is not None and config.loop.num_envs % config.num_minibatches:
         raise ValueError(f"with memory, minibatches hold whole env sequences: num_minibatches "
-                         f"must divide num_envs = {config.num_envs}, got "
+                         f"must divide num_envs = {config.loop.num_envs}, got "
                          f"{config.num_minibatches!r}")
 
 
@@ -180,19 +180,3 @@ def annealed_learning_rate(lr: float, anneal: bool, total_updates: int | None,
         return lr * jnp.maximum(frac, 0.0)
 
     return schedule
-
-
-class ReplayFields:
-    """Mixin for the configs of replay agents (DQN, DDPG, TD3, SAC): the off-policy loop's
-    derived quantities from their shared fields (``num_envs``, ``env_steps_per_update``,
-    ``buffer_size``, ``learning_starts``; see :mod:`rljax.loops.factory`)."""
-
-    @property
-    def steps_per_update(self) -> int:
-        """Env steps over all envs per loop update."""
-        return self.num_envs * self.env_steps_per_update
-
-    @property
-    def min_replay(self) -> int:
-        """Transitions in replay before learning starts."""
-        return self.buffer_size if self.learning_starts is None else self.learning_starts

@@ -6,10 +6,9 @@ from __future__ import annotations
 import dataclasses
 
 from rljax import validate
-from rljax.agents.base import ReplayFields
 from rljax.losses.value_learning import LOSSES
 from rljax.networks.core import ACTIVATIONS
-from rljax.validate import Schedule
+from rljax.records import OffPolicyLoop, Replay, no_random_phase, shape_field
 
 _CHOICES = {"noise": ("ou", "gaussian", "none"), "td_loss": LOSSES,
             "target_critic_init": ("zeros", "copy"), "noisy_noise": ("ou", "key"),
@@ -17,28 +16,16 @@ _CHOICES = {"noise": ("ou", "gaussian", "none"), "td_loss": LOSSES,
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class DDPGConfig(ReplayFields):
+class DDPGConfig:
     """DDPG hyperparameters (defaults: the rljax reference configuration for Reacher).
 
     Attributes:
-        num_envs: parallel environments.
-        env_steps_per_update: steps of every env between learning phases.
-        grad_steps: gradient steps per learning phase.
-        batch_size: transitions per gradient step.
-        buffer_size: replay capacity in transitions.
-        learning_starts: transitions in replay before learning starts, from
-            ``batch_size`` to ``buffer_size``; None: a full buffer. :attr:`min_replay` is
-            the count.
+        loop: the off-policy loop (:class:`rljax.records.OffPolicyLoop`): each update
+            steps every env ``env_steps_per_update`` times, then takes ``grad_steps``
+            gradient steps.
+        replay: the replay (:class:`rljax.records.Replay`; ``flush_every`` is the
+            reference's ``buf_life``).
         gamma: discount.
-        n_step: n-step return length (1: one-step TD).
-        prioritized: proportional prioritized replay; False: uniform.
-        alpha: priority exponent.
-        beta: importance-sampling exponent schedule, ``((update, value), ...)``.
-        priority_eps: added to ``|delta|`` in priorities.
-        initial_priorities: new transitions get their TD error as priority (else the
-            largest priority so far).
-        flush_every: empty the replay after every this many sampled batches (the
-            reference's ``buf_life``); None: never.
         actor_hidden: actor hidden layer sizes.
         critic_hidden: critic hidden layer sizes.
         activation: hidden activation name.
@@ -82,22 +69,14 @@ class DDPGConfig(ReplayFields):
             ``policy_delay`` steps is the actor steps' mean.
     """
 
-    num_envs: int = 20
-    env_steps_per_update: int = 50
-    grad_steps: int = 100
-    batch_size: int = 128
-    buffer_size: int = 1_000_000
-    learning_starts: int | None = 10_000
+    loop: OffPolicyLoop = OffPolicyLoop(num_envs=20, env_steps_per_update=50,
+                                        grad_steps=100)
+    replay: Replay = Replay(batch_size=128, buffer_size=1_000_000, learning_starts=10_000,
+                            prioritized=True, beta=((0, 1.0),), priority_eps=1e-5,
+                            initial_priorities=True)
     gamma: float = 0.97
-    n_step: int = 1
-    prioritized: bool = True
-    alpha: float = 0.6
-    beta: Schedule = ((0, 1.0),)
-    priority_eps: float = 1e-5
-    initial_priorities: bool = True
-    flush_every: int | None = None
-    actor_hidden: tuple[int, ...] = (150, 150)
-    critic_hidden: tuple[int, ...] = (150, 150)
+    actor_hidden: tuple[int, ...] = shape_field((150, 150), network=True)
+    critic_hidden: tuple[int, ...] = shape_field((150, 150), network=True)
     activation: str = "leaky_relu"
     negative_slope: float = 0.05
     batch_norm: bool = True
@@ -129,35 +108,23 @@ class DDPGConfig(ReplayFields):
     policy_delay: int = 1
 
     def __post_init__(self):
-        for name in ("num_envs", "env_steps_per_update", "grad_steps", "batch_size", "n_step",
-                     "policy_delay"):
-            validate.integer(name, getattr(self, name), low=1)
+        no_random_phase("ddpg", self.loop)
+        validate.integer("policy_delay", self.policy_delay, low=1)
         validate.integer("lr_decay_steps", self.lr_decay_steps, low=1, optional=True)
-        # Replay slots and the sampled-batch counter (flush_every divides it) are int32.
-        int32_max = validate.INT32_LIMIT - 1
-        validate.integer("buffer_size", self.buffer_size, low=1, high=int32_max,
-                         note=validate.INT32_NOTE)
-        validate.integer("flush_every", self.flush_every, low=1, high=int32_max, optional=True,
-                         note=validate.INT32_NOTE)
-        validate.integer("learning_starts", self.learning_starts, low=self.batch_size,
-                         high=self.buffer_size, optional=True,
-                         note="from batch_size to buffer_size; None: a full buffer")
         for name in ("actor_lr", "critic_lr", "huber_delta"):
             validate.number(name, getattr(self, name), low=0.0, low_open=True)
         for name in ("gamma", "tau", "noise_decay", "lr_end_factor", "ou_theta"):
             validate.number(name, getattr(self, name), low=0.0, high=1.0)
-        for name in ("alpha", "priority_eps", "actor_weight_decay", "critic_weight_decay",
+        for name in ("actor_weight_decay", "critic_weight_decay",
                      "ou_sigma", "gaussian_sigma", "noise_scale", "noise_scale_min",
                      "noisy_sigma0", "target_noise", "target_noise_clip"):
             validate.number(name, getattr(self, name), low=0.0, high=1e6)
         validate.number("negative_slope", self.negative_slope, low=-1e3, high=1e3)
         validate.number("batch_norm_momentum", self.batch_norm_momentum, low=0.0, high=0.999999)
         validate.number("max_grad_norm", self.max_grad_norm, low=1e-12, high=1e12, optional=True)
-        validate.schedule("beta", self.beta, low=0.0, high=1.0)
         validate.sizes("actor_hidden", self.actor_hidden)
         validate.sizes("critic_hidden", self.critic_hidden)
-        for name in ("prioritized", "initial_priorities", "batch_norm", "noisy",
-                     "twin_critics"):
+        for name in ("batch_norm", "noisy", "twin_critics"):
             validate.boolean(name, getattr(self, name))
         for name, allowed in _CHOICES.items():
             validate.choice(name, getattr(self, name), allowed)

@@ -19,16 +19,15 @@ A Q-network learns from (prioritized, n-step) replay; each gradient step minimiz
   network at each gradient step;
 * the target network is copied every ``target_period`` loop updates (``target_period *
   grad_steps`` gradient steps) or, with ``tau`` set, Polyak-averaged after every step;
-* a categorical head (C51, Bellemare et al. 2017) with ``num_atoms = K > 1``: each action's
-  return is a distribution ``p(s, a)`` over the atoms ``z = linspace(v_min, v_max, K)``
-  and ``Q(s, a) = sum_k z_k p_k(s, a)`` acts. The loss is the cross-entropy to the
-  projection of ``r + discount * z`` under ``p'(s', a*)``, ``a*`` picked by the online
-  network's ``Q`` (by the target's without ``double_q``), and replay's priorities come
-  from ``KL(target || p(s, a))`` (Hessel et al. 2018, sec. 3). With dueling, NoisyNet,
-  n-step returns and prioritized replay this is Rainbow.
+* a categorical head (C51, Bellemare et al. 2017) with ``num_atoms = K > 1``: returns are
+  distributions ``p(s, a)`` over atoms ``z = linspace(v_min, v_max, K)``, ``Q(s, a) =
+  sum_k z_k p_k(s, a)`` acts; the loss is the cross-entropy to the projection of ``r +
+  discount * z`` under ``p'(s', a*)`` (``a*`` the online network's pick, the target's
+  without ``double_q``), priorities ``KL(target || p(s, a))`` (Hessel et al. 2018, sec.
+  3). With dueling, NoisyNet, n-step returns and prioritized replay this is Rainbow.
 
-Schedules (epsilon, prioritized replay's beta) are piecewise linear in the number of loop
-updates, given as ``((update, value), ...)`` points (:func:`rljax.exploration.piecewise_linear`).
+Schedules (epsilon, replay's beta) are piecewise linear in loop updates, given as
+``((update, value), ...)`` points (:func:`rljax.exploration.piecewise_linear`).
 """
 
 from __future__ import annotations
@@ -42,17 +41,13 @@ import optax
 from flax import struct
 
 from rljax import exploration, losses, validate
-from rljax.agents.base import (  # noqa: I001
-    Agent,
-    ReplayFields,
-    Update,
-    with_grad_transform,
-)
+from rljax.agents.base import Agent, Update, with_grad_transform
 from rljax.envs.spec import EnvSpec
 from rljax.losses.value_learning import LOSSES
 from rljax.networks import Network, make_q_network, noise_like
 from rljax.networks.conv import METHODS as CONV_METHODS
 from rljax.networks.core import ACTIVATIONS
+from rljax.records import OffPolicyLoop, Replay, no_random_phase, shape_field
 from rljax.targets import periodic_update, soft_update
 from rljax.types import Array, Metrics, NStepTransition, Params, PRNGKey, Sample
 from rljax.validate import Schedule
@@ -61,43 +56,25 @@ _CHOICES = {"td_loss": LOSSES, "conv_method": CONV_METHODS, "activation": tuple(
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class DQNConfig(ReplayFields):
+class DQNConfig:
     """DQN hyperparameters (defaults: the rljax reference configuration for Breakout).
 
-    One loop *update* steps every env ``env_steps_per_update`` times, then (once replay
-    holds ``learning_starts`` transitions) takes ``grad_steps`` gradient steps.
-
     Attributes:
-        num_envs: parallel environments.
-        env_steps_per_update: steps of every env per update.
-        grad_steps: gradient steps per update.
-        batch_size: transitions per gradient step.
-        buffer_size: replay capacity in transitions.
-        learning_starts: transitions in replay before learning starts, from
-            ``batch_size`` to ``buffer_size``; None: a full buffer (frame replay: every
-            row written, see ``rljax.loops.memory``). :attr:`min_replay` is the count.
-        prioritized: proportional prioritized replay; False: uniform.
-        alpha: priority exponent.
-        priority_eps: added to ``|delta|`` in priorities.
-        beta: importance-sampling exponent schedule, ``((update, value), ...)``.
-        initial_priorities: new transitions get their TD error as priority (flat replay
-            only), else the largest priority so far.
+        loop: the off-policy loop (:class:`rljax.records.OffPolicyLoop`).
+        replay: prioritized, n-step replay (:class:`rljax.records.Replay`).
         epsilon: epsilon-greedy schedule, ``((update, value), ...)``; unused with ``noisy``.
         noisy: NoisyNet head instead of epsilon-greedy.
         noisy_sigma0: NoisyDense initial noise scale.
-        n_step: n-step return length (1: one-step TD).
         gamma: discount.
         double_q: double Q-learning target; False: the max of the target network.
         dueling: dueling head.
         hidden_sizes: MLP torso layer sizes (vector observations; frames get the Nature CNN).
         head_hidden_sizes: hidden layers of the head (of each dueling stream).
         activation: hidden activation name.
-        conv_method: the Nature CNN's convolutions (frames only): "matmul" (im2col, no
-            convolution op; see rljax/networks/conv.py) or "xla".
+        conv_method: the Nature CNN's convolutions: "matmul" (im2col, no conv op) or "xla".
         td_loss: loss of the TD error, "huber" or "l2" (unused with ``num_atoms > 1``).
         huber_delta: where the Huber loss turns linear.
-        num_atoms: 1: the head gives Q-values; ``K > 1`` (51 in C51 and Rainbow): a
-            categorical head over ``K`` atoms, learned by cross-entropy.
+        num_atoms: 1: Q-values; ``K > 1`` (51 in C51, Rainbow): a categorical head over K atoms.
         v_min: the lowest atom (the categorical head's support starts there).
         v_max: the highest atom, above ``v_min``.
         lr: Adam learning rate.
@@ -105,37 +82,23 @@ class DQNConfig(ReplayFields):
         max_grad_norm: clip gradients to this global norm; None: off.
         target_period: loop updates between hard target copies (used when ``tau`` is None).
         tau: Polyak step of a soft target update after every gradient step; None: hard.
-        frame_replay: store Atari frames once (stacks rebuilt at sample time); None: for
-            Atari tasks.
-        unroll: unroll gradient steps and updates in the compiled chunk (not needed for
-            speed since the Nature CNN's gradients run fast in rolled loops).
     """
 
-    num_envs: int = 8
-    env_steps_per_update: int = 4
-    grad_steps: int = 8
-    batch_size: int = 32
-    buffer_size: int = 2**14
-    learning_starts: int | None = None
-    prioritized: bool = True
-    alpha: float = 0.6
-    priority_eps: float = 1e-6
-    beta: Schedule = ((0, 0.4), (1_000_000, 1.0))
-    initial_priorities: bool = False
+    loop: OffPolicyLoop = OffPolicyLoop(num_envs=8, env_steps_per_update=4, grad_steps=8)
+    replay: Replay = Replay(batch_size=32, buffer_size=2**14, prioritized=True)
     epsilon: Schedule = ((0, 1.0), (25_000, 0.1), (500_000, 0.01))
     noisy: bool = False
     noisy_sigma0: float = 0.5
-    n_step: int = 1
     gamma: float = 0.99
     double_q: bool = True
     dueling: bool = True
-    hidden_sizes: tuple[int, ...] = (64, 64)
-    head_hidden_sizes: tuple[int, ...] = ()
+    hidden_sizes: tuple[int, ...] = shape_field((64, 64), network=True)
+    head_hidden_sizes: tuple[int, ...] = shape_field((), network=True)
     activation: str = "relu"
     conv_method: str = "matmul"
     td_loss: str = "huber"
     huber_delta: float = 1.0
-    num_atoms: int = 1
+    num_atoms: int = shape_field(1, network=True)
     v_min: float = -10.0
     v_max: float = 10.0
     lr: float = 2.5e-4
@@ -143,44 +106,32 @@ class DQNConfig(ReplayFields):
     max_grad_norm: float | None = 0.5
     target_period: int = 250
     tau: float | None = None
-    frame_replay: bool | None = None
-    unroll: bool = False
 
     def __post_init__(self):
-        for name in ("num_envs", "env_steps_per_update", "grad_steps", "batch_size", "n_step"):
-            validate.integer(name, getattr(self, name), low=1)
+        no_random_phase("dqn", self.loop)
         validate.integer("num_atoms", self.num_atoms, low=1,
                          note="1: Q-values; 2 or more: a categorical return distribution")
-        for name in ("v_min", "v_max"):
-            validate.number(name, getattr(self, name))
+        validate.number("v_min", self.v_min), validate.number("v_max", self.v_max)
         if not self.v_min < self.v_max:
             raise ValueError(f"v_min must be below v_max (the categorical support runs from "
                              f"v_min to v_max), got v_min={self.v_min!r} and "
                              f"v_max={self.v_max!r}")
-        # Replay slots and the update counter (target_period divides it) are int32.
-        for name in ("buffer_size", "target_period"):
-            validate.integer(name, getattr(self, name), low=1, high=validate.INT32_LIMIT - 1,
-                             note=validate.INT32_NOTE)
-        validate.integer("learning_starts", self.learning_starts, low=self.batch_size,
-                         high=self.buffer_size, optional=True,
-                         note="from batch_size to buffer_size; None: a full buffer")
+        # The update counter (target_period divides it) is int32.
+        validate.integer("target_period", self.target_period, low=1,
+                         high=validate.INT32_LIMIT - 1, note=validate.INT32_NOTE)
         for name in ("lr", "huber_delta", "adam_eps"):
             validate.number(name, getattr(self, name), low=0.0, low_open=True)
         validate.number("gamma", self.gamma, low=0.0, high=1.0)
-        for name in ("alpha", "priority_eps", "noisy_sigma0"):
-            validate.number(name, getattr(self, name), low=0.0, high=1e3)
+        validate.number("noisy_sigma0", self.noisy_sigma0, low=0.0, high=1e3)
         validate.number("tau", self.tau, low=0.0, high=1.0, optional=True)
         validate.number("max_grad_norm", self.max_grad_norm, low=1e-12, high=1e12, optional=True)
         validate.sizes("hidden_sizes", self.hidden_sizes)
         validate.sizes("head_hidden_sizes", self.head_hidden_sizes, allow_empty=True)
         for name, allowed in _CHOICES.items():
             validate.choice(name, getattr(self, name), allowed)
-        for name in ("prioritized", "initial_priorities", "noisy", "double_q", "dueling",
-                     "unroll"):
+        for name in ("noisy", "double_q", "dueling"):
             validate.boolean(name, getattr(self, name))
-        validate.boolean("frame_replay", self.frame_replay, optional=True)
         validate.schedule("epsilon", self.epsilon, low=0.0, high=1.0)
-        validate.schedule("beta", self.beta, low=0.0, high=1.0)
 
     @property
     def distributional(self) -> bool:
@@ -193,23 +144,10 @@ def epsilon_schedule(config: DQNConfig) -> optax.Schedule:
     return exploration.piecewise_linear(config.epsilon)
 
 
-def beta_schedule(config: DQNConfig) -> optax.Schedule:
-    """Importance-sampling exponent as a function of the loop update count."""
-    return exploration.piecewise_linear(config.beta)
-
-
 @struct.dataclass
 class DQNState:
-    """Train state.
-
-    Attributes:
-        params: online network variables.
-        target_params: target network variables.
-        opt_state: Adam state.
-        step: gradient steps done.
-        update_step: loop update the exploring policy last acted in (for the epsilon
-            metric).
-    """
+    """Train state: online and target network variables, Adam state, gradient steps done
+    and the loop update the exploring policy last acted in (for the epsilon metric)."""
 
     params: Params
     target_params: Params
@@ -376,8 +314,7 @@ def _categorical_loss(config: DQNConfig, net: Network, params: Params, target_pa
 
 
 def loss(config: DQNConfig, spec: EnvSpec, params: Params, target_params: Params,
-         batch: Sample, key: PRNGKey | None = None) -> tuple[Array, tuple[Array,
-                                                                                  Metrics]]:
+         batch: Sample, key: PRNGKey | None = None) -> tuple[Array, tuple[Array, Metrics]]:
     """Importance-weighted TD loss of a replay sample.
 
     With a categorical head: the importance-weighted cross-entropy, ``mean_i w_i CE_i``,
@@ -413,7 +350,7 @@ def update(config: DQNConfig, spec: EnvSpec, state: DQNState, batch: Sample,
         target = soft_update(state.target_params, params, config.tau)
     else:
         target = periodic_update(state.target_params, params, step,
-                                 config.target_period * config.grad_steps)
+                                 config.target_period * config.loop.grad_steps)
     metrics["grad_norm"] = optax.tree.norm(grads)
     if not config.noisy:
         metrics["epsilon"] = epsilon_schedule(config)(state.update_step)

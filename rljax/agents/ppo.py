@@ -60,6 +60,7 @@ from rljax.networks.distributions import (
     greedy,
 )
 from rljax.networks.gaussian import gaussian_entropy, gaussian_log_prob, gaussian_sample
+from rljax.records import OnPolicyLoop, shape_field
 from rljax.types import WHOLE, Array, Metrics, Params, PRNGKey, Rollout, Split
 
 # Bound on standardized observations and on scaled rewards.
@@ -76,12 +77,11 @@ class PPOConfig:
     Learning-rate annealing is linear in loop updates: update ``u`` (from 0) uses
     ``lr * max(0, 1 - u / total_updates)`` for all of its minibatch steps, as CleanRL
     does. The run's length is not the agent's to know, so ``total_updates`` (the run's
-    env steps divided by :attr:`steps_per_update`) must be known with ``anneal_lr``: a run
+    env steps divided by ``loop.steps_per_update``) must be known with ``anneal_lr``: a run
     (``rljax.run.build``) fills it in when it is None.
 
     Attributes:
-        num_envs: parallel environments.
-        rollout_len: env steps per env between updates.
+        loop: the on-policy loop (:class:`rljax.records.OnPolicyLoop`).
         gamma: discount.
         gae_lambda: GAE lambda.
         num_epochs: passes over each rollout.
@@ -116,42 +116,42 @@ class PPOConfig:
             the network keeps its shape but remembers nothing).
     """
 
-    num_envs: int = 32
-    rollout_len: int = 16
+    loop: OnPolicyLoop = OnPolicyLoop(num_envs=32, rollout_len=16)
     gamma: float = 0.99
     gae_lambda: float = 0.95
-    num_epochs: int = 4
-    num_minibatches: int = 4
+    num_epochs: int = shape_field(4)
+    num_minibatches: int = shape_field(4)
     clip_eps: float = 0.2
     value_clip_eps: float | None = None
     entropy_coef: float = 0.01
     value_coef: float = 0.5
     lr: float = 2.5e-3
     anneal_lr: bool = False
-    total_updates: int | None = None
+    total_updates: int | None = shape_field(None)
     adam_eps: float = 1e-5
     max_grad_norm: float | None = 0.5
     normalize_advantages: bool = True
     normalize_obs: bool = False
     reward_scaling: bool = False
-    hidden_sizes: tuple[int, ...] = (64, 64)
+    hidden_sizes: tuple[int, ...] = shape_field((64, 64), network=True)
     activation: str = "tanh"
     shared_torso: bool = False
     log_std_init: float = 0.0
     memory: str | None = None
-    memory_size: int = 128
+    memory_size: int = shape_field(128)
     memory_reset_every_step: bool = False
 
     def __post_init__(self):
-        for name in ("num_envs", "rollout_len", "num_epochs", "num_minibatches"):
+        for name in ("num_epochs", "num_minibatches"):
             validate.integer(name, getattr(self, name), low=1)
         validate.integer("total_updates", self.total_updates, low=1,
                          high=validate.INT32_LIMIT - 1, optional=True,
                          note=validate.INT32_NOTE)
-        if self.steps_per_update % self.num_minibatches:
+        loop = self.loop
+        if loop.steps_per_update % self.num_minibatches:
             raise ValueError(
-                f"num_minibatches must divide num_envs * rollout_len = {self.num_envs} * "
-                f"{self.rollout_len} = {self.steps_per_update}, got {self.num_minibatches!r}")
+                f"num_minibatches must divide num_envs * rollout_len = {loop.num_envs} * "
+                f"{loop.rollout_len} = {loop.steps_per_update}, got {self.num_minibatches!r}")
         for name in ("lr", "adam_eps", "clip_eps"):
             validate.number(name, getattr(self, name), low=0.0, low_open=True)
         validate.number("value_clip_eps", self.value_clip_eps, low=0.0, low_open=True,
@@ -170,12 +170,8 @@ class PPOConfig:
         check_memory_fields(self)
 
     @property
-    def steps_per_update(self) -> int:
-        return self.num_envs * self.rollout_len
-
-    @property
     def minibatch_size(self) -> int:
-        return self.steps_per_update // self.num_minibatches
+        return self.loop.steps_per_update // self.num_minibatches
 
 
 @struct.dataclass
@@ -282,7 +278,7 @@ def init(config: PPOConfig, spec: EnvSpec, key: PRNGKey,
     return PPOState(
         params=params, opt_state=_make_optimizer(config, grad_transform).init(params),
         obs_stats=normalization.init_stats(spec.obs_shape) if config.normalize_obs else None,
-        reward_scaler=(normalization.init_reward_scaler(config.num_envs)
+        reward_scaler=(normalization.init_reward_scaler(config.loop.num_envs)
                        if config.reward_scaling else None),
         step=jnp.zeros((), jnp.int32))
 

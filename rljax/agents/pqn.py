@@ -44,6 +44,7 @@ from rljax.networks.conv import METHODS as CONV_METHODS
 from rljax.networks.core import ACTIVATIONS, Network
 from rljax.networks.distributions import take_action
 from rljax.networks.layer_norm import make_layer_norm_q_network
+from rljax.records import OnPolicyLoop, shape_field
 from rljax.types import WHOLE, Array, Metrics, Params, PRNGKey, Rollout, Split, next_obs
 from rljax.validate import Schedule
 
@@ -67,12 +68,11 @@ class PQNConfig:
 
     Learning-rate annealing is linear in loop updates: update ``u`` (from 0) uses
     ``lr * max(0, 1 - u / total_updates)``; ``total_updates`` (the run's env steps
-    divided by :attr:`steps_per_update`) must be known with ``anneal_lr``: a run
+    divided by ``loop.steps_per_update``) must be known with ``anneal_lr``: a run
     (``rljax.run.build``) fills it in when it is None.
 
     Attributes:
-        num_envs: parallel environments.
-        rollout_len: env steps per env between updates.
+        loop: the on-policy loop (:class:`rljax.records.OnPolicyLoop`).
         gamma: discount.
         q_lambda: lambda of the Q(lambda) targets (0: one-step Q-learning targets).
         num_epochs: passes over each rollout.
@@ -98,38 +98,38 @@ class PQNConfig:
             the network keeps its shape but remembers nothing).
     """
 
-    num_envs: int = 32
-    rollout_len: int = 16
+    loop: OnPolicyLoop = OnPolicyLoop(num_envs=32, rollout_len=16)
     gamma: float = 0.99
     q_lambda: float = 0.95
-    num_epochs: int = 4
-    num_minibatches: int = 4
+    num_epochs: int = shape_field(4)
+    num_minibatches: int = shape_field(4)
     epsilon: Schedule = ((0, 1.0), (50, 0.05), (150, 0.01))
     reward_scale: float = 0.1
     optimizer: str = "radam"
     lr: float = 1e-3
     anneal_lr: bool = False
-    total_updates: int | None = None
+    total_updates: int | None = shape_field(None)
     adam_eps: float = 1e-8
     max_grad_norm: float | None = 10.0
-    hidden_sizes: tuple[int, ...] = (128, 128)
+    hidden_sizes: tuple[int, ...] = shape_field((128, 128), network=True)
     activation: str = "relu"
     layer_norm: bool = True
     conv_method: str = "matmul"
     memory: str | None = None
-    memory_size: int = 128
+    memory_size: int = shape_field(128)
     memory_reset_every_step: bool = False
 
     def __post_init__(self):
-        for name in ("num_envs", "rollout_len", "num_epochs", "num_minibatches"):
+        for name in ("num_epochs", "num_minibatches"):
             validate.integer(name, getattr(self, name), low=1)
         validate.integer("total_updates", self.total_updates, low=1,
                          high=validate.INT32_LIMIT - 1, optional=True,
                          note=validate.INT32_NOTE)
-        if self.steps_per_update % self.num_minibatches:
+        loop = self.loop
+        if loop.steps_per_update % self.num_minibatches:
             raise ValueError(
-                f"num_minibatches must divide num_envs * rollout_len = {self.num_envs} * "
-                f"{self.rollout_len} = {self.steps_per_update}, got {self.num_minibatches!r}")
+                f"num_minibatches must divide num_envs * rollout_len = {loop.num_envs} * "
+                f"{loop.rollout_len} = {loop.steps_per_update}, got {self.num_minibatches!r}")
         for name in ("lr", "adam_eps"):
             validate.number(name, getattr(self, name), low=0.0, low_open=True)
         validate.number("gamma", self.gamma, low=0.0, high=1.0)
@@ -144,10 +144,6 @@ class PQNConfig:
             validate.boolean(name, getattr(self, name))
         check_memory_fields(self)
         validate.schedule("epsilon", self.epsilon, low=0.0, high=1.0)
-
-    @property
-    def steps_per_update(self) -> int:
-        return self.num_envs * self.rollout_len
 
 
 def epsilon_schedule(config: PQNConfig) -> optax.Schedule:

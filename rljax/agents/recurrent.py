@@ -150,10 +150,10 @@ def ppo_init(config: ppo.PPOConfig, spec: EnvSpec, key: PRNGKey,
     learner = ppo.PPOState(
         params=params, opt_state=ppo._make_optimizer(config, grad_transform).init(params),
         obs_stats=normalization.init_stats(spec.obs_shape) if config.normalize_obs else None,
-        reward_scaler=(normalization.init_reward_scaler(config.num_envs)
+        reward_scaler=(normalization.init_reward_scaler(config.loop.num_envs)
                        if config.reward_scaling else None),
         step=jnp.zeros((), jnp.int32))
-    return RecurrentState(learner=learner, hidden=net.initial_carry((config.num_envs,)))
+    return RecurrentState(learner=learner, hidden=net.initial_carry((config.loop.num_envs,)))
 
 
 def ppo_act(config: ppo.PPOConfig, spec: EnvSpec, state: RecurrentState, obs: Array,
@@ -318,7 +318,7 @@ def pqn_init(config: pqn.PQNConfig, spec: EnvSpec, key: PRNGKey,
     learner = pqn.PQNState(params=params,
                            opt_state=pqn._make_optimizer(config, grad_transform).init(params),
                            step=jnp.zeros((), jnp.int32), update_step=jnp.zeros((), jnp.int32))
-    return RecurrentState(learner=learner, hidden=net.initial_carry((config.num_envs,)))
+    return RecurrentState(learner=learner, hidden=net.initial_carry((config.loop.num_envs,)))
 
 
 def pqn_act(config: pqn.PQNConfig, spec: EnvSpec, state: RecurrentState, obs: Array,

@@ -54,7 +54,6 @@ from flax import struct
 from rljax import validate
 from rljax.agents.base import Agent, Update, with_grad_transform
 from rljax.agents.td3 import (
-    ReplayFields,
     adam,
     bounds,
     check_continuous,
@@ -66,37 +65,23 @@ from rljax.losses.continuous import sac_actor_loss, sac_critic_target, temperatu
 from rljax.networks import Network, tanh_gaussian
 from rljax.networks.continuous import TwinCritic, make_gaussian_actor, make_twin_critic
 from rljax.networks.core import ACTIVATIONS
+from rljax.records import OffPolicyLoop, Replay, shape_field
 from rljax.targets import soft_update
 from rljax.types import Array, PRNGKey, Sample
-from rljax.validate import Schedule
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class SACConfig(ReplayFields):
+class SACConfig:
     """SAC hyperparameters (defaults: see the module docstring).
 
     ``alpha`` is prioritized replay's priority exponent, as in every rljax off-policy
     config; the entropy temperature is set by the ``temperature`` fields.
 
     Attributes:
-        num_envs: parallel environments.
-        env_steps_per_update: steps of every env between learning phases.
-        grad_steps: gradient steps per learning phase.
-        batch_size: transitions per gradient step.
-        buffer_size: replay capacity in transitions.
-        learning_starts: transitions in replay before learning starts, from
-            ``batch_size`` to ``buffer_size``; None: a full buffer.
-        random_steps: env steps (over all envs) acting uniformly at random before the
-            policy takes over, rounded up to whole loop updates; 0: none.
+        loop: the off-policy loop (:class:`rljax.records.OffPolicyLoop`), with the
+            random initial phase of ``random_steps`` env steps.
+        replay: the replay (:class:`rljax.records.Replay`).
         gamma: discount.
-        n_step: n-step return length (1: one-step TD).
-        prioritized: proportional prioritized replay (Schaul et al. 2016); False: uniform.
-        alpha: priority exponent.
-        beta: importance-sampling exponent schedule over loop updates,
-            ``((update, value), ...)``.
-        priority_eps: added to ``|delta|`` in priorities.
-        initial_priorities: new transitions get their TD error as priority (else the
-            largest priority so far).
         actor_hidden: policy hidden layer sizes.
         critic_hidden: hidden layer sizes of each critic.
         activation: hidden activation name.
@@ -112,22 +97,11 @@ class SACConfig(ReplayFields):
         log_std_max: upper clip.
     """
 
-    num_envs: int = 1
-    env_steps_per_update: int = 1
-    grad_steps: int = 1
-    batch_size: int = 256
-    buffer_size: int = 1_000_000
-    learning_starts: int | None = 10_000
-    random_steps: int = 10_000
+    loop: OffPolicyLoop = OffPolicyLoop(random_steps=10_000)
+    replay: Replay = Replay(batch_size=256, buffer_size=1_000_000, learning_starts=10_000)
     gamma: float = 0.99
-    n_step: int = 1
-    prioritized: bool = False
-    alpha: float = 0.6
-    beta: Schedule = ((0, 0.4), (1_000_000, 1.0))
-    priority_eps: float = 1e-6
-    initial_priorities: bool = False
-    actor_hidden: tuple[int, ...] = (256, 256)
-    critic_hidden: tuple[int, ...] = (256, 256)
+    actor_hidden: tuple[int, ...] = shape_field((256, 256), network=True)
+    critic_hidden: tuple[int, ...] = shape_field((256, 256), network=True)
     activation: str = "relu"
     actor_lr: float = 3e-4
     critic_lr: float = 3e-4
@@ -140,7 +114,7 @@ class SACConfig(ReplayFields):
     log_std_max: float = 2.0
 
     def __post_init__(self):
-        self._check_replay()
+        validate.number("gamma", self.gamma, low=0.0, high=1.0)
         for name in ("actor_lr", "critic_lr", "temperature_lr", "init_temperature"):
             validate.number(name, getattr(self, name), low=0.0, low_open=True)
         validate.number("tau", self.tau, low=0.0, high=1.0)

@@ -37,9 +37,9 @@ networks and Adam 3e-4 for actor and critics (the paper: 400-300 networks, Adam 
 batch 100), batch 256, tau 0.005, gamma 0.99, 25,000 initial random steps with learning
 from then on, one env and one gradient step per env step.
 
-The pieces other agents share live here as well: the replay fields of the config
-(:class:`ReplayFields`), the random initial phase, the continuous-action check and the twin
-critics' loss and step (:func:`critic_step`), which :mod:`rljax.agents.sac` uses.
+The pieces other agents share live here as well: the random initial phase, the
+continuous-action check and the twin critics' loss and step (:func:`critic_step`), which
+:mod:`rljax.agents.sac` uses.
 """
 
 from __future__ import annotations
@@ -54,7 +54,6 @@ import optax
 from flax import struct
 
 from rljax import exploration, lockstep, validate
-from rljax.agents import base
 from rljax.agents.base import Agent, Update, with_grad_transform
 from rljax.envs.spec import EnvSpec
 from rljax.losses import ddpg_actor_loss, weighted_td_loss
@@ -66,59 +65,20 @@ from rljax.losses.continuous import (
 from rljax.networks import Network, make_ddpg_actor
 from rljax.networks.continuous import TwinCritic, make_twin_critic
 from rljax.networks.core import ACTIVATIONS
+from rljax.records import OffPolicyLoop, Replay, shape_field
 from rljax.targets import soft_update
 from rljax.types import Array, Metrics, PRNGKey, Sample
-from rljax.validate import Schedule
-
-_INT32_MAX = validate.INT32_LIMIT - 1
-
-
-class ReplayFields(base.ReplayFields):
-    """The replay configs' properties (:class:`rljax.agents.base.ReplayFields`) and the
-    checks of their fields, shared by TD3 and SAC configs (their fields: see
-    :mod:`rljax.loops.factory`, plus ``random_steps``)."""
-
-    def _check_replay(self) -> None:
-        for name in ("num_envs", "env_steps_per_update", "grad_steps", "batch_size", "n_step"):
-            validate.integer(name, getattr(self, name), low=1)
-        validate.integer("buffer_size", self.buffer_size, low=1, high=_INT32_MAX,
-                         note=validate.INT32_NOTE)
-        validate.integer("learning_starts", self.learning_starts, low=self.batch_size,
-                         high=self.buffer_size, optional=True,
-                         note="from batch_size to buffer_size; None: a full buffer")
-        validate.integer("random_steps", self.random_steps, low=0, high=_INT32_MAX,
-                         note=validate.INT32_NOTE)
-        validate.number("gamma", self.gamma, low=0.0, high=1.0)
-        validate.number("alpha", self.alpha, low=0.0, high=1e6)
-        validate.number("priority_eps", self.priority_eps, low=0.0, high=1e6)
-        validate.schedule("beta", self.beta, low=0.0, high=1.0)
-        for name in ("prioritized", "initial_priorities"):
-            validate.boolean(name, getattr(self, name))
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class TD3Config(ReplayFields):
+class TD3Config:
     """TD3 hyperparameters (defaults: the authors' code, see the module docstring).
 
     Attributes:
-        num_envs: parallel environments.
-        env_steps_per_update: steps of every env between learning phases.
-        grad_steps: gradient (critic) steps per learning phase.
-        batch_size: transitions per gradient step.
-        buffer_size: replay capacity in transitions.
-        learning_starts: transitions in replay before learning starts, from
-            ``batch_size`` to ``buffer_size``; None: a full buffer.
-        random_steps: env steps (over all envs) acting uniformly at random before the
-            actor takes over, rounded up to whole loop updates; 0: none.
+        loop: the off-policy loop (:class:`rljax.records.OffPolicyLoop`), with the
+            random initial phase of ``random_steps`` env steps.
+        replay: the replay (:class:`rljax.records.Replay`).
         gamma: discount.
-        n_step: n-step return length (1: one-step TD).
-        prioritized: proportional prioritized replay (Schaul et al. 2016); False: uniform.
-        alpha: priority exponent.
-        beta: importance-sampling exponent schedule over loop updates,
-            ``((update, value), ...)``.
-        priority_eps: added to ``|delta|`` in priorities.
-        initial_priorities: new transitions get their TD error as priority (else the
-            largest priority so far).
         actor_hidden: actor hidden layer sizes.
         critic_hidden: hidden layer sizes of each critic.
         activation: hidden activation name.
@@ -131,22 +91,11 @@ class TD3Config(ReplayFields):
         target_noise_clip: that noise is clipped to this many half-ranges.
     """
 
-    num_envs: int = 1
-    env_steps_per_update: int = 1
-    grad_steps: int = 1
-    batch_size: int = 256
-    buffer_size: int = 1_000_000
-    learning_starts: int | None = 25_000
-    random_steps: int = 25_000
+    loop: OffPolicyLoop = OffPolicyLoop(random_steps=25_000)
+    replay: Replay = Replay(batch_size=256, buffer_size=1_000_000, learning_starts=25_000)
     gamma: float = 0.99
-    n_step: int = 1
-    prioritized: bool = False
-    alpha: float = 0.6
-    beta: Schedule = ((0, 0.4), (1_000_000, 1.0))
-    priority_eps: float = 1e-6
-    initial_priorities: bool = False
-    actor_hidden: tuple[int, ...] = (256, 256)
-    critic_hidden: tuple[int, ...] = (256, 256)
+    actor_hidden: tuple[int, ...] = shape_field((256, 256), network=True)
+    critic_hidden: tuple[int, ...] = shape_field((256, 256), network=True)
     activation: str = "relu"
     actor_lr: float = 3e-4
     critic_lr: float = 3e-4
@@ -157,7 +106,7 @@ class TD3Config(ReplayFields):
     target_noise_clip: float = 0.5
 
     def __post_init__(self):
-        self._check_replay()
+        validate.number("gamma", self.gamma, low=0.0, high=1.0)
         validate.integer("policy_delay", self.policy_delay, low=1)
         for name in ("actor_lr", "critic_lr"):
             validate.number(name, getattr(self, name), low=0.0, low_open=True)
@@ -227,13 +176,13 @@ def adam(lr: float, grad_transform: optax.GradientTransformation | None
 def with_random_phase(config: Any, spec: EnvSpec, action: Array, key: PRNGKey,
                       step: Array) -> Array:
     """``action [B, A]``, or uniform random actions during the first
-    ``config.random_steps`` env steps (loop update ``step`` starts at env step
-    ``step * config.steps_per_update``)."""
-    if config.random_steps == 0:
+    ``config.loop.random_steps`` env steps (loop update ``step`` starts at env step
+    ``step * config.loop.steps_per_update``)."""
+    if config.loop.random_steps == 0:
         return action
     low, high = bounds(spec)
     uniform = jax.random.uniform(key, action.shape, action.dtype, low, high)
-    early = jnp.asarray(step) * config.steps_per_update < config.random_steps
+    early = jnp.asarray(step) * config.loop.steps_per_update < config.loop.random_steps
     return jnp.where(early, uniform, action)
 
 

@@ -1,14 +1,12 @@
-"""One trainer factory per kind of loop, reading the agent's config by convention.
+"""One trainer factory per kind of loop, reading the agent config's typed records.
 
-An agent's config names its loop's hyperparameters with the same fields in every agent,
-so that a new agent needs no code of its own here:
+Every agent config holds a loop record (``config.loop``, :mod:`rljax.records`), so that a
+new agent needs no code of its own here:
 
-* ``"on_policy"``: ``num_envs``, ``rollout_len``.
-* ``"off_policy"``: ``num_envs``, ``env_steps_per_update``, ``grad_steps``, ``batch_size``,
-  ``buffer_size``, ``min_replay`` (a property: ``learning_starts``, or the whole buffer),
-  ``n_step``, ``gamma``, ``prioritized``, ``alpha``, ``priority_eps``, ``beta`` (a
-  schedule over loop updates), ``initial_priorities``; optional ``frame_replay`` (None:
-  for Atari tasks), ``unroll`` and ``flush_every``.
+* ``"on_policy"``: ``config.loop`` is an :class:`~rljax.records.OnPolicyLoop`.
+* ``"off_policy"``: ``config.loop`` is an :class:`~rljax.records.OffPolicyLoop`,
+  ``config.replay`` a :class:`~rljax.records.Replay`, and ``config.gamma`` the discount
+  of n-step returns.
 """
 
 from __future__ import annotations
@@ -16,10 +14,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import jax.numpy as jnp
+
 from rljax import exploration
 from rljax.agents.base import Agent
 from rljax.envs import Env
-from rljax.loops.memory import make_memory
+from rljax.loops.memory import Memory, make_memory
 from rljax.loops.off_policy import make_off_policy_trainer
 from rljax.loops.on_policy import make_on_policy_trainer
 from rljax.loops.state import Trainer
@@ -33,8 +33,8 @@ UNROLLED_UPDATES_PER_CHUNK = 2
 
 def on_policy(agent: Agent, env: Env, config: Any, updates_per_chunk: int,
               threshold: float | None, split: Split = WHOLE) -> Trainer:
-    """The on-policy trainer for ``agent`` (rollouts of ``config.rollout_len`` steps)."""
-    return make_on_policy_trainer(agent, env, rollout_len=config.rollout_len,
+    """The on-policy trainer for ``agent`` (rollouts of ``config.loop.rollout_len`` steps)."""
+    return make_on_policy_trainer(agent, env, rollout_len=config.loop.rollout_len,
                                   updates_per_chunk=updates_per_chunk, threshold=threshold,
                                   split=split)
 
@@ -47,29 +47,41 @@ def off_policy(agent: Agent, env: Env, config: Any, updates_per_chunk: int,
         ValueError: ``initial_priorities`` with frame replay (Atari), which has no n-step
             transitions to score when they are added.
     """
-    spec = env.spec
-    frame_replay = getattr(config, "frame_replay", False)
-    frames = spec.is_atari if frame_replay is None else frame_replay
-    initial = config.prioritized and config.initial_priorities
+    spec, loop, replay = env.spec, config.loop, config.replay
+    frames = spec.is_atari if replay.frame_replay is None else replay.frame_replay
+    initial = replay.prioritized and replay.initial_priorities
     if frames and initial:
         raise ValueError("initial_priorities needs flat replay, but frame replay is in use for "
                          f"{spec.task_id}; set initial_priorities=false or frame_replay=false")
-    memory = make_memory(capacity=config.buffer_size, num_envs=spec.num_envs,
-                         batch_size=config.batch_size, n_step=config.n_step, gamma=config.gamma,
-                         alpha=config.alpha if config.prioritized else None,
-                         eps=config.priority_eps, min_size=config.min_replay, frames=frames)
-    unroll = getattr(config, "unroll", False)
-    if unroll:
+    memory = make_memory(capacity=replay.buffer_size, num_envs=spec.num_envs,
+                         batch_size=replay.batch_size, n_step=replay.n_step, gamma=config.gamma,
+                         alpha=replay.alpha if replay.prioritized else None,
+                         eps=replay.priority_eps, min_size=replay.min_replay, frames=frames)
+    if replay.priority_max_clip is not None:
+        memory = _clipped(memory, replay.priority_max_clip)
+    if loop.unroll:
         updates_per_chunk = min(updates_per_chunk, UNROLLED_UPDATES_PER_CHUNK)
     elif spec.is_image:
         updates_per_chunk = min(updates_per_chunk, IMAGE_UPDATES_PER_CHUNK)
     return make_off_policy_trainer(
-        agent, env, memory, env_steps_per_update=config.env_steps_per_update,
-        grad_steps=config.grad_steps, updates_per_chunk=updates_per_chunk,
+        agent, env, memory, env_steps_per_update=loop.env_steps_per_update,
+        grad_steps=loop.grad_steps, updates_per_chunk=updates_per_chunk,
         # Uniform replay has no importance weights: beta is reported as 1.
-        beta_fn=exploration.piecewise_linear(config.beta) if config.prioritized else None,
-        initial_priorities=initial, unroll=unroll,
-        flush_every=getattr(config, "flush_every", None), threshold=threshold, split=split)
+        beta_fn=exploration.piecewise_linear(replay.beta) if replay.prioritized else None,
+        initial_priorities=initial, unroll=loop.unroll, flush_every=replay.flush_every,
+        threshold=threshold, split=split)
+
+
+def _clipped(memory: Memory, clip: float) -> Memory:
+    """``memory`` with the TD errors that set priorities clipped to ``[-clip, clip]``."""
+    def add(state, step, valid, td_fn=None):
+        clipped = None if td_fn is None else (lambda tr: jnp.clip(td_fn(tr), -clip, clip))
+        return memory.add(state, step, valid, clipped)
+
+    def update_priorities(state, indices, td):
+        return memory.update_priorities(state, indices, jnp.clip(td, -clip, clip))
+
+    return memory._replace(add=add, update_priorities=update_priorities)
 
 
 LOOPS: dict[str, Callable[..., Trainer]] = {"on_policy": on_policy, "off_policy": off_policy}

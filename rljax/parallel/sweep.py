@@ -8,28 +8,23 @@ from that config. Learning rates, discounts, loss coefficients, exploration
 scales and the like qualify. A field that sizes arrays or loops (batch size,
 network widths, n-step length, num_envs, ...) or steers Python control flow is
 refused with :class:`SweepError` before anything is compiled or allocated: the
-fields of :data:`STRUCTURAL_FIELDS` by name, any other one when the run is
-assembled, by tracing the program from abstract inputs (:func:`refusing`). Values
+fields marked as shapes in their metadata (:func:`rljax.records.shape_names`) at once,
+any other one when the run is assembled, by tracing the program from abstract inputs
+(:func:`refusing`). Fields are named canonically (``lr``, ``replay.alpha``). Values
 that repeat (or that print the same, naming the same member folder) are refused too.
 """
 
 from __future__ import annotations
 
 import contextlib
-import copy
-import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 
-# Fields that, by the loops' and agents' conventions, set an array shape or a loop length
-# (the environment pool, rollouts, replay, batches, epochs, distributional atoms):
-# refused without trying.
-STRUCTURAL_FIELDS = ("num_envs", "rollout_len", "env_steps_per_update", "grad_steps",
-                     "batch_size", "buffer_size", "n_step", "num_epochs", "num_minibatches",
-                     "num_atoms", "total_updates")
+from rljax import records
+
 _SEPARATE_RUNS = ("so its values cannot share one program; run one training per value "
                   "instead")
 
@@ -46,24 +41,24 @@ def check_sweep(config: Any, field: str, values: Sequence[float]) -> None:
         SweepError: a non-numeric or structural field, or fewer than two values.
         ValueError: a value the config rejects (naming the field and what is allowed).
     """
-    names = [f.name for f in dataclasses.fields(config)]
-    if field not in names:
-        raise SweepError(f"unknown field {field!r} for {type(config).__name__}; allowed: "
-                         f"{', '.join(names)}")
-    if field == "num_envs":
+    try:
+        field = records.canonical(type(config), field)
+    except ValueError as e:
+        raise SweepError(str(e)) from None
+    if field == "loop.num_envs":
         raise SweepError(f"--sweep {field}: it sets the number of environments, a shape "
                          f"shared by all members, {_SEPARATE_RUNS}")
-    if field in STRUCTURAL_FIELDS:
+    if field in records.shape_names(config):
         raise SweepError(f"--sweep {field}: this hyperparameter sets a shape of the program "
                          f"(an array size or a loop length), {_SEPARATE_RUNS}")
-    current = getattr(config, field)
+    current = records.get(config, field)
     if isinstance(current, bool) or not isinstance(current, int | float):
         raise SweepError(f"--sweep {field}: only numeric hyperparameters can be swept, and "
                          f"{field} is {current!r}")
     if len(values) < 2:
         raise SweepError(f"--sweep {field}: give two values or more, got {list(values)!r}")
     for value in values:
-        dataclasses.replace(config, **{field: value})
+        records.configure(config, {field: value})
     _check_distinct(field, values)
 
 
@@ -81,18 +76,10 @@ def _check_distinct(field: str, values: Sequence[float]) -> None:
         seen[name] = value
 
 
-def with_value(config: Any, field: str, value: Any) -> Any:
-    """A copy of the frozen ``config`` with ``field`` set to ``value`` (a traced
-    scalar), bypassing validation, which the concrete values already passed."""
-    out = copy.copy(config)
-    object.__setattr__(out, field, value)
-    return out
-
-
 def sweep_values(config: Any, field: str, values: Sequence[float], num_seeds: int
                  ) -> jax.Array:
     """``[len(values) * num_seeds]`` member values, value-major, in the field's dtype."""
-    dtype = jnp.int32 if isinstance(getattr(config, field), int) else jnp.float32
+    dtype = jnp.int32 if isinstance(records.get(config, field), int) else jnp.float32
     return jnp.repeat(jnp.asarray(values, dtype), num_seeds)
 
 
@@ -104,7 +91,7 @@ def sweep_builder(make_trainer: Callable[[Any], Any], config: Any, field: str
     def build(value):
         if value is None:
             return make_trainer(config)
-        return make_trainer(with_value(config, field, value))
+        return make_trainer(records.with_value(config, field, value))
 
     return build
 

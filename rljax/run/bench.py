@@ -140,9 +140,9 @@ def measure_preset(preset: str, *, num_envs: int | None = None, num_seeds: int =
 
     measure = {"train": train_sps}
     if with_ceiling:
-        pool = envs.make(run.env_id, run.config.num_envs, run.seed + 1,
+        pool = envs.make(run.env_id, run.config.loop.num_envs, run.seed + 1,
                          num_seeds=1, **dict(run.env_options))
-        ceiling_envs = run.config.num_envs * num_seeds
+        ceiling_envs = run.config.loop.num_envs * num_seeds
         if num_seeds > 1:
             pool = envs.make(run.env_id, ceiling_envs, run.seed + 1, **dict(run.env_options))
         steps = max(1, total_steps // ceiling_envs)
@@ -159,7 +159,7 @@ def measure_preset(preset: str, *, num_envs: int | None = None, num_seeds: int =
     load = [os.getloadavg()[0]]
     samples = interleaved(measure, rounds)
     load.append(os.getloadavg()[0])
-    out = {"preset": preset, "env_id": run.env_id, "num_envs": run.config.num_envs,
+    out = {"preset": preset, "env_id": run.env_id, "num_envs": run.config.loop.num_envs,
            "num_seeds": num_seeds, "compile_time_s": compile_time,
            "train_sps": statistics.median(samples["train"]), "samples": samples,
            "loadavg_1min": load}

@@ -33,32 +33,33 @@ def _sb3_model(preset: str):
     run = from_preset(preset, tensorboard=False)
     c = run.config
     if preset == "cartpole-a2c":
-        vec = make_vec_env(run.env_id, n_envs=c.num_envs)
-        model = A2C("MlpPolicy", vec, n_steps=c.rollout_len, learning_rate=c.actor_lr,
+        vec = make_vec_env(run.env_id, n_envs=c.loop.num_envs)
+        model = A2C("MlpPolicy", vec, n_steps=c.loop.rollout_len, learning_rate=c.actor_lr,
                     gamma=c.gamma, gae_lambda=c.gae_lambda or 1.0, ent_coef=c.entropy_coef,
                     policy_kwargs={"net_arch": {"pi": list(c.actor_hidden),
                                                 "vf": list(c.critic_hidden)}}, verbose=0)
         return model, 2_000, 40_000, "one optimizer (RMSprop) for actor and critic"
     if preset == "cartpole-dqn":
-        vec = make_vec_env(run.env_id, n_envs=c.num_envs)
-        model = DQN("MlpPolicy", vec, learning_rate=c.lr, buffer_size=c.buffer_size,
-                    learning_starts=c.min_replay, batch_size=c.batch_size, gamma=c.gamma,
-                    train_freq=c.env_steps_per_update, gradient_steps=c.grad_steps,
-                    target_update_interval=c.target_period * c.steps_per_update,
+        vec = make_vec_env(run.env_id, n_envs=c.loop.num_envs)
+        model = DQN("MlpPolicy", vec, learning_rate=c.lr, buffer_size=c.replay.buffer_size,
+                    learning_starts=c.replay.min_replay, batch_size=c.replay.batch_size,
+                    gamma=c.gamma,
+                    train_freq=c.loop.env_steps_per_update, gradient_steps=c.loop.grad_steps,
+                    target_update_interval=c.target_period * c.loop.steps_per_update,
                     max_grad_norm=c.max_grad_norm or 1e9,
                     policy_kwargs={"net_arch": list(c.hidden_sizes)}, verbose=0)
-        return (model, c.min_replay + 2_000, 20_000,
+        return (model, c.replay.min_replay + 2_000, 20_000,
                 "uniform replay, plain (not double, dueling or n-step) DQN")
     if preset == "reacher-ddpg":
-        vec = make_vec_env(run.env_id, n_envs=c.num_envs)
+        vec = make_vec_env(run.env_id, n_envs=c.loop.num_envs)
         dim = vec.action_space.shape[0]
         noise = NormalActionNoise(np.zeros(dim), c.gaussian_sigma * np.ones(dim))
-        model = DDPG("MlpPolicy", vec, learning_rate=c.critic_lr, buffer_size=c.buffer_size,
-                     learning_starts=c.min_replay, batch_size=c.batch_size, tau=c.tau,
-                     gamma=c.gamma, train_freq=c.env_steps_per_update,
-                     gradient_steps=c.grad_steps, action_noise=noise,
+        model = DDPG("MlpPolicy", vec, learning_rate=c.critic_lr, buffer_size=c.replay.buffer_size,
+                     learning_starts=c.replay.min_replay, batch_size=c.replay.batch_size, tau=c.tau,
+                     gamma=c.gamma, train_freq=c.loop.env_steps_per_update,
+                     gradient_steps=c.loop.grad_steps, action_noise=noise,
                      policy_kwargs={"net_arch": list(c.critic_hidden)}, verbose=0)
-        return (model, c.min_replay + 2_000, 10_000,
+        return (model, c.replay.min_replay + 2_000, 10_000,
                 "uniform replay, no target-action smoothing, gymnasium's MuJoCo Reacher")
     return None
 
@@ -80,7 +81,7 @@ def _sbx_model(preset: str, run=None):
         return None
     run = run or from_preset(preset, tensorboard=False)
     c = run.config
-    vec = make_vec_env(run.env_id, n_envs=c.num_envs)
+    vec = make_vec_env(run.env_id, n_envs=c.loop.num_envs)
     differs = ["gymnasium's MuJoCo env stepped from Python"] if run.env_id != "CartPole-v1" \
         else ["gymnasium's CartPole stepped from Python"]
     if run.algo == "ppo":
@@ -91,21 +92,21 @@ def _sbx_model(preset: str, run=None):
             differs.append("constant learning rate (rljax anneals it)")
         if c.shared_torso:
             differs.append("separate actor and critic (rljax shares a torso)")
-        model = PPO("MlpPolicy", vec, learning_rate=c.lr, n_steps=c.rollout_len,
-                    batch_size=c.steps_per_update // c.num_minibatches, n_epochs=c.num_epochs,
+        model = PPO("MlpPolicy", vec, learning_rate=c.lr, n_steps=c.loop.rollout_len,
+                    batch_size=c.loop.steps_per_update // c.num_minibatches, n_epochs=c.num_epochs,
                     gamma=c.gamma, gae_lambda=c.gae_lambda, clip_range=c.clip_eps,
                     clip_range_vf=c.value_clip_eps, ent_coef=c.entropy_coef,
                     vf_coef=c.value_coef, max_grad_norm=c.max_grad_norm or 1e9,
                     policy_kwargs={"net_arch": {"pi": list(c.hidden_sizes),
                                                 "vf": list(c.hidden_sizes)},
                                    "activation_fn": getattr(nn, c.activation)}, verbose=0)
-        return model, 2 * c.steps_per_update, 20 * c.steps_per_update, "; ".join(differs)
-    if c.n_step != 1 or c.prioritized:
+        return model, 2 * c.loop.steps_per_update, 20 * c.loop.steps_per_update, "; ".join(differs)
+    if c.replay.n_step != 1 or c.replay.prioritized:
         differs.append("uniform one-step replay")
     common = dict(learning_rate=c.actor_lr, qf_learning_rate=c.critic_lr,
-                  buffer_size=c.buffer_size, learning_starts=c.min_replay,
-                  batch_size=c.batch_size, tau=c.tau, gamma=c.gamma,
-                  train_freq=c.env_steps_per_update, gradient_steps=c.grad_steps,
+                  buffer_size=c.replay.buffer_size, learning_starts=c.replay.min_replay,
+                  batch_size=c.replay.batch_size, tau=c.tau, gamma=c.gamma,
+                  train_freq=c.loop.env_steps_per_update, gradient_steps=c.loop.grad_steps,
                   policy_kwargs={"net_arch": {"pi": list(c.actor_hidden),
                                               "qf": list(c.critic_hidden)}}, verbose=0)
     if run.algo == "td3":
@@ -124,8 +125,8 @@ def _sbx_model(preset: str, run=None):
     else:
         return None
     # Timed: a few thousand env steps once learning has started (at least 50 updates).
-    steps = max(2_000, 50 * c.steps_per_update)
-    return model, c.min_replay + 2 * c.steps_per_update, steps, "; ".join(differs)
+    steps = max(2_000, 50 * c.loop.steps_per_update)
+    return model, c.replay.min_replay + 2 * c.loop.steps_per_update, steps, "; ".join(differs)
 
 
 def _learn_rate(built) -> float:

@@ -52,10 +52,10 @@ def build(run: RunConfig) -> tuple[envs.Env, Any, Trainer, int]:
         if len(members) == 1:
             return _build_data_parallel(run, algo, available[:run.devices])
         mesh = devices.device_mesh(available[:run.devices])
-        env = devices.make_sharded_env(run.env_id, run.config.num_envs,
+        env = devices.make_sharded_env(run.env_id, run.config.loop.num_envs,
                                         [s for s, _ in members], mesh, **dict(run.env_options))
     else:
-        env = envs.make(run.env_id, run.config.num_envs, run.seed, num_seeds=len(members),
+        env = envs.make(run.env_id, run.config.loop.num_envs, run.seed, num_seeds=len(members),
                         member_seeds=[s for s, _ in members], **dict(run.env_options))
     preflight.check_values(run, env.spec)
     single = len(members) == 1 and mesh is None
@@ -122,14 +122,14 @@ def with_run_length(run: RunConfig) -> RunConfig:
 
 
 def _total_updates(run: RunConfig) -> int:
-    return max(1, math.ceil(run.total_steps / run.config.steps_per_update))
+    return max(1, math.ceil(run.total_steps / run.config.loop.steps_per_update))
 
 
 def _updates_per_chunk(run: RunConfig) -> int:
     """Updates per chunk asked of the trainer: ``chunk_steps`` worth, evened out over the
     run's chunks."""
     total = _total_updates(run)
-    chunks = max(1, math.ceil(total / max(1, run.chunk_steps // run.config.steps_per_update)))
+    chunks = max(1, math.ceil(total / max(1, run.chunk_steps // run.config.loop.steps_per_update)))
     return math.ceil(total / chunks)
 
 
@@ -142,7 +142,7 @@ def _num_chunks(run: RunConfig, trainer: Trainer) -> int:
 def _build_data_parallel(run: RunConfig, algo, device_list) -> tuple[envs.Env, Any, Trainer, int]:
     """One agent learning data-parallel over ``devices`` (rljax.parallel.data_parallel)."""
     mesh = devices.device_mesh(device_list, data_parallel.AXIS)
-    env = data_parallel.make_env(run.env_id, run.config.num_envs, run.seed, mesh,
+    env = data_parallel.make_env(run.env_id, run.config.loop.num_envs, run.seed, mesh,
                                  **dict(run.env_options))
     preflight.check_values(run, env.spec)
     agent = _make_agent(algo, run.config, env.spec, jit_init=False,

@@ -16,11 +16,14 @@ import time
 
 
 def _preset_params(preset) -> str:
-    cfg = dataclasses.asdict(preset.run.config)
-    keys = preset.key_params or tuple(cfg)
-    if cfg.get("noisy"):  # NoisyNet explores: its epsilon schedule is unused
+    from rljax import records
+
+    config = preset.run.config
+    keys = preset.key_params or tuple(f.name for f in dataclasses.fields(config))
+    if getattr(config, "noisy", False):  # NoisyNet explores: its epsilon schedule is unused
         keys = [k for k in keys if k != "epsilon"]
-    return ", ".join(f"{k}={cfg[k]}" for k in keys)
+    return ", ".join(f"{k}={records.get(config, records.canonical(type(config), k))}"
+                     for k in keys)
 
 
 def list_presets() -> int:

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import types
 import typing
 from typing import Any
 
-from rljax import validate
+from rljax import records, validate
 from rljax.run import settings
 from rljax.run.registry import ALGORITHMS, get_algorithm
 from rljax.run.settings import coerce, setting
@@ -108,11 +107,16 @@ class RunConfig:
             from rljax.parallel.sweep import check_sweep
 
             check_sweep(self.config, *self.sweep)
+            # One name per field: the canonical one (replay.alpha for alpha).
+            object.__setattr__(self, "sweep", (records.canonical(type(self.config),
+                                                                 self.sweep[0]),
+                                               tuple(self.sweep[1])))
         if self.devices > 1 and self.num_members == 1:
             from rljax.parallel import data_parallel
 
-            data_parallel.check_split(self.config.num_envs, self.devices,
-                                      getattr(self.config, "batch_size", None))
+            off_policy = isinstance(self.config.loop, records.OffPolicyLoop)
+            data_parallel.check_split(self.config.loop.num_envs, self.devices,
+                                      self.config.replay.batch_size if off_policy else None)
         if self.devices > 1 and self.num_members > 1 and self.num_members % self.devices:
             raise ValueError(f"{self.num_members} members (seeds x sweep values) cannot be "
                              f"split evenly over {self.devices} devices; use a multiple of "
@@ -152,8 +156,8 @@ class RunConfig:
         values = {RUN_RENAMED.get(k, k): v for k, v in data.items()
                   if RUN_RENAMED.get(k, k) in names}
         algo = get_algorithm(data["algo"])
-        values["config"] = build_config(algo.config_cls,
-                                        upgrade_fields(data["algo"], data["config"]))
+        values["config"] = build_config(algo.config_cls, records.from_dict(
+            algo.config_cls, upgrade_fields(data["algo"], data["config"])))
         if "env_options" in values:  # JSON wrote tuple values (obs_indices) as lists
             values["env_options"] = tuple(sorted(
                 (k, tuple(v) if isinstance(v, list) else v)
@@ -208,41 +212,35 @@ def upgrade_fields(algo: str, values: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _field_types(config_cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(config_cls)
-
-
-def _check_field(config_cls: type, name: str) -> None:
-    """ValueError naming an unknown field, with close matches and the allowed names, or
-    a renamed one (:data:`RENAMED`) with its new name."""
-    init_fields = [f.name for f in dataclasses.fields(config_cls) if f.init]
+def _check_field(config_cls: type, name: str) -> str:
+    """The canonical name of ``name`` (``replay.batch_size`` for ``batch_size``), or
+    ValueError naming an unknown field, with close matches and the allowed names, or a
+    renamed one (:data:`RENAMED`) with its new name."""
     renamed = {old: new for a in ALGORITHMS.values() if a.name in RENAMED
                and a.config_cls is config_cls for old, new in RENAMED[a.name].items()}
     if name in renamed:
         raise ValueError(f"{config_cls.__name__} field {name!r} was renamed {renamed[name]!r}; "
                          f"set {renamed[name]} instead")
-    if name not in init_fields:
-        close = difflib.get_close_matches(name, init_fields, n=3)
-        hint = f" (did you mean {', '.join(map(repr, close))}?)" if close else ""
-        raise ValueError(f"unknown field {name!r} for {config_cls.__name__}{hint}; "
-                         f"allowed: {', '.join(init_fields)}")
+    return records.canonical(config_cls, name)
 
 
 def build_config(config_cls: type, values: dict[str, Any], base: Any = None) -> Any:
-    """Builds (or updates ``base`` of) ``config_cls`` from ``values``.
+    """Builds (or updates ``base`` of) ``config_cls`` from ``values``, keyed by canonical
+    names (``replay.batch_size``, ``lr``) or by a record field's name alone
+    (``batch_size``).
 
     Raises:
-        ValueError: unknown field (with close matches and the allowed names), a
-            value of the wrong type, or one the config's validation rejects.
+        ValueError: unknown field (with close matches and the allowed names), a field
+            given twice, a value of the wrong type, or one the config's validation rejects.
     """
-    types_ = _field_types(config_cls)
     coerced = {}
     for name, value in values.items():
-        _check_field(config_cls, name)
-        coerced[name] = coerce(name, types_[name], value)
-    if base is None:
-        return config_cls(**coerced)
-    return dataclasses.replace(base, **coerced)
+        path = _check_field(config_cls, name)
+        if path in coerced:
+            raise ValueError(f"{path} is given twice (as {name!r} and another name); give it "
+                             f"once")
+        coerced[path] = coerce(name, records.field_type(config_cls, path), value)
+    return records.configure(config_cls if base is None else base, coerced)
 
 
 def parse_assignments(items: list[str] | None) -> dict[str, str]:
@@ -286,6 +284,7 @@ def override(base: RunConfig, **changes: Any) -> RunConfig:
     agent = {k: v for k, v in changes.items() if v is not None or k != "num_envs"}
     algo = get_algorithm(base.algo)
     new: dict[str, Any] = {"config": build_config(algo.config_cls, agent, base=base.config)}
+    named = {records.canonical(algo.config_cls, k): k for k in agent}
     for name, (option, value) in given.items():
         if name != "sweep":
             new[name] = coerce(name, settings.without_none(option.type), value)
@@ -301,17 +300,19 @@ def override(base: RunConfig, **changes: Any) -> RunConfig:
         new["sweep"] = _coerce_sweep(algo.config_cls,
                                      *(parse_sweep(sweep) if isinstance(sweep, str) else sweep))
         field = new["sweep"][0]
-        if field in agent and field != "num_envs":
+        if field in named and field != "loop.num_envs":
             # (a num_envs sweep is refused on its own: it sets the pool's size)
             raise ValueError(f"{field} is both swept and set (sweep {field}=... and "
-                             f"{field}={agent[field]}); the sweep sets it, so give one")
+                             f"{named[field]}={agent[named[field]]}); the sweep sets it, "
+                             f"so give one")
     return dataclasses.replace(base, **new)
 
 
 def _coerce_sweep(config_cls: type, name: str, values: Any) -> tuple[str, tuple[float, ...]]:
-    """``(field, values)`` with each value converted to the field's numeric type."""
-    _check_field(config_cls, name)
-    tp = _field_types(config_cls)[name]
+    """``(field, values)`` with the field's canonical name and each value converted to its
+    numeric type."""
+    name = _check_field(config_cls, name)
+    tp = records.field_type(config_cls, name)
     if typing.get_origin(tp) in (typing.Union, types.UnionType):
         numeric = [a for a in typing.get_args(tp) if a in (int, float)]
         tp = numeric[0] if len(numeric) == 1 else tp

@@ -19,7 +19,6 @@ that could only show up later into one line.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import types
 import typing
@@ -29,21 +28,26 @@ from typing import Any
 import jax
 import numpy as np
 
-from rljax import resources, validate
+from rljax import records, resources, validate
 from rljax.parallel import members as members_lib
+from rljax.records import OffPolicyLoop, Replay
 from rljax.run import settings
 from rljax.run.config import RunConfig
 
 _INT32_MAX = validate.INT32_LIMIT - 1
 
 
+def _replay(config: Any) -> Replay | None:
+    """The config's replay record (None: an agent that learns from rollouts)."""
+    return config.replay if isinstance(config.loop, OffPolicyLoop) else None
+
+
 def check_replay(run: Any) -> None:
     """Refuses a replay smaller than one batch or one n-step transition."""
-    config = run.config
-    buffer = getattr(config, "buffer_size", None)
-    if buffer is None:
+    replay = _replay(run.config)
+    if replay is None:
         return
-    batch, n = getattr(config, "batch_size", 1), getattr(config, "n_step", 1)
+    batch, n, buffer = replay.batch_size, replay.n_step, replay.buffer_size
     if batch > buffer:
         raise ValueError(f"batch_size={batch} is larger than buffer_size={buffer}: every "
                          f"batch would repeat transitions; use batch_size <= buffer_size")
@@ -55,13 +59,12 @@ def check_replay(run: Any) -> None:
 def warn_if_never_learning(run: Any) -> None:
     """Warns when the run ends before the replay holds ``learning_starts`` transitions,
     so that learning never starts (a run may want that, to measure acting alone)."""
-    config = run.config
-    min_replay = getattr(config, "min_replay", None)
-    if min_replay is None:
+    replay = _replay(run.config)
+    if replay is None:
         return
-    n = getattr(config, "n_step", 1)
+    min_replay, n, num_envs = replay.min_replay, replay.n_step, run.config.loop.num_envs
     # Each loop step adds one transition per env, once an env has n steps behind it.
-    needed = (math.ceil(min_replay / config.num_envs) + n - 1) * config.num_envs
+    needed = (math.ceil(min_replay / num_envs) + n - 1) * num_envs
     if needed > run.total_steps:
         warnings.warn(f"learning never starts in this run: the replay holds learning_starts="
                       f"{min_replay:,} transitions after about {needed:,} env steps, and "
@@ -75,7 +78,7 @@ def check_values(run: Any, spec: Any) -> None:
     wandb), and warns in one line where a run may mean it (a learning rate annealed to 0
     before the run ends)."""
     config = run.config
-    updates = max(1, math.ceil(run.total_steps / config.steps_per_update))
+    updates = max(1, math.ceil(run.total_steps / config.loop.steps_per_update))
     if getattr(config, "tau", None) == 0:
         raise ValueError("tau=0 never moves the target networks toward the learned ones; use "
                          "a tau in (0, 1]")
@@ -85,7 +88,7 @@ def check_values(run: Any, spec: Any) -> None:
                          f" updates): the target network would never be updated; use "
                          f"target_period <= {updates:,} or a larger total_steps")
     delay = getattr(config, "policy_delay", None)
-    grads = updates * getattr(config, "grad_steps", 1)
+    grads = updates * _grads_per_update(config)[0]
     if delay is not None and delay > grads:
         raise ValueError(f"policy_delay={delay:,} critic updates is longer than the run "
                          f"({grads:,}): the actor would never be updated; use policy_delay <= "
@@ -120,8 +123,8 @@ def _check_target_entropy(run: Any, spec: Any) -> None:
 
 def _grads_per_update(config: Any) -> tuple[int, str]:
     """Gradient steps of one loop update, and the fields that set them."""
-    if hasattr(config, "grad_steps"):
-        return config.grad_steps, "grad_steps"
+    if isinstance(config.loop, OffPolicyLoop):
+        return config.loop.grad_steps, "grad_steps"
     if hasattr(config, "num_epochs"):
         return (config.num_epochs * getattr(config, "num_minibatches", 1),
                 "num_epochs x num_minibatches")
@@ -169,19 +172,10 @@ def abstract_state(trainer: Any, env: Any, run: Any) -> Any:
     return jax.eval_shape(trainer.init_state, keys, env.state_shapes())
 
 
-def _hidden_fields(config: Any) -> list[str]:
-    """The fields that size the networks and are in use (a non-empty tuple of widths,
-    more than one distributional atom)."""
-    return [f.name for f in dataclasses.fields(config)
-            if ("hidden" in f.name and getattr(config, f.name))
-            or (f.name == "num_atoms" and getattr(config, f.name) > 1)]
-
-
 def _activation_bytes(config: Any, spec: Any, rows: int) -> int:
     """A lower bound on one update's activations: ``rows`` samples through the widest
     configured network (forward values and gradients, float32)."""
-    widths = [sum(getattr(config, name)) for name in _hidden_fields(config)
-              if isinstance(getattr(config, name), tuple)]
+    widths = [sum(v) for v in records.network_sizes(config).values() if isinstance(v, tuple)]
     per_row = max(widths, default=0) + (21_632 if spec.is_image else 0)  # Nature CNN maps
     return 2 * 4 * rows * per_row
 
@@ -189,9 +183,9 @@ def _activation_bytes(config: Any, spec: Any, rows: int) -> int:
 def _update_rows(run: Any, loop: str) -> int:
     config = run.config
     if loop == "off_policy":
-        return config.batch_size
+        return config.replay.batch_size
     minibatches = getattr(config, "num_minibatches", 1)
-    return config.steps_per_update // max(1, minibatches)
+    return config.loop.steps_per_update // max(1, minibatches)
 
 
 def memory_parts(run: Any, spec: Any, state: Any, loop: str) -> tuple[dict, dict]:
@@ -199,8 +193,9 @@ def memory_parts(run: Any, spec: Any, state: Any, loop: str) -> tuple[dict, dict
     config, n = run.config, run.num_members
     more = f" or the number of members ({n}: seeds x sweep values)" if n > 1 else ""
     obs = resources.array_bytes(spec.obs_shape, spec.obs_dtype)
-    per_update = (config.steps_per_update if loop == "on_policy"
-                  else 2 * config.batch_size) * (obs + 32)
+    replay = _replay(config)
+    per_update = (2 * replay.batch_size if replay is not None
+                  else config.loop.steps_per_update) * (obs + 32)
     parts = {
         "replay memory": resources.tree_bytes(state.memory) if state is not None else 0,
         "parameters and optimizer state": resources.tree_bytes(state.agent)
@@ -211,11 +206,11 @@ def memory_parts(run: Any, spec: Any, state: Any, loop: str) -> tuple[dict, dict
         "evaluation envs": resources.env_pool_bytes(run.eval_episodes, spec.obs_shape,
                                                     spec.obs_dtype) if run.eval_every else 0,
     }
-    sizes = ", ".join(f"{name}={getattr(config, name)}" for name in _hidden_fields(config)
+    sizes = ", ".join(f"{name}={value}" for name, value in records.network_sizes(config).items()
                       ) or "the network sizes"
     rows = "batch_size" if loop == "off_policy" else "num_envs or rollout_len"
     hints = {
-        "replay memory": f"buffer_size ({getattr(config, 'buffer_size', 0):,}){more}",
+        "replay memory": f"buffer_size ({replay.buffer_size if replay else 0:,}){more}",
         "parameters and optimizer state": f"{sizes}{more}",
         "env state": f"num_envs{more}",
         "one update's data": f"{rows}{more}",
@@ -330,15 +325,17 @@ def check_python_values(config_cls: type | None, overrides: dict[str, Any]) -> N
     a number or a flag, a float for a size, ...), naming the field, the type expected
     and the value; unknown names are left to the config's own error, and agent fields
     to the run's config when ``config_cls`` is None."""
-    hints = typing.get_type_hints(config_cls) if config_cls is not None else {}
+    known = records.names(config_cls) if config_cls is not None else {}
     for name, value in overrides.items():
         if name == "sweep":
-            _check_sweep_values(hints, value)
-        elif name in RUN_TYPES or name in hints:
-            _refuse_type(name, RUN_TYPES.get(name, hints.get(name)), value)
+            _check_sweep_values(value)
+        elif name in RUN_TYPES:
+            _refuse_type(name, RUN_TYPES[name], value)
+        elif name in known:
+            _refuse_type(name, records.field_type(config_cls, known[name]), value)
 
 
-def _check_sweep_values(hints: dict[str, Any], sweep: Any) -> None:
+def _check_sweep_values(sweep: Any) -> None:
     if sweep is None or isinstance(sweep, str):
         return  # "field=v1,v2" is the command line's text, parsed as there
     if not isinstance(sweep, tuple | list) or len(sweep) != 2 or not isinstance(sweep[0], str):

@@ -96,11 +96,11 @@ def keep_schedules(run: RunConfig, saved: dict) -> RunConfig:
     saved_total = saved.get("total_steps")
     updates = (saved.get("config") or {}).get("total_updates")
     if updates is None and isinstance(saved_total, int):
-        updates = max(1, math.ceil(saved_total / run.config.steps_per_update))
+        updates = max(1, math.ceil(saved_total / run.config.loop.steps_per_update))
     if updates is None:
         return run
     if getattr(run.config, "anneal_lr", False) and saved_total != run.total_steps:
-        end = updates * run.config.steps_per_update
+        end = updates * run.config.loop.steps_per_update
         print(f"rljax: resuming keeps the saved learning-rate schedule: it anneals to 0 by env "
               f"step {end:,} (total_updates={updates:,}), so "
               + (f"the steps after {end:,} train with a learning rate of 0"

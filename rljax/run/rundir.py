@@ -195,7 +195,10 @@ def member_slice(tree: Any, k: int, num_members: int) -> Any:
 
 def _member_name(run: RunConfig, k: int) -> str:
     seed, value = run.members[k]
-    return f"seed_{seed}" if run.sweep is None else f"{run.sweep[0]}={value:g}_seed_{seed}"
+    if run.sweep is None:
+        return f"seed_{seed}"
+    # The field's own name (alpha for replay.alpha), as older runs named their folders.
+    return f"{run.sweep[0].rsplit('.', 1)[-1]}={value:g}_seed_{seed}"
 
 
 def member_dir(run_dir: str, run: RunConfig, k: int) -> str:
@@ -212,7 +215,9 @@ def _member_config(run: RunConfig, k: int) -> dict:
     out = dict(run.to_dict(), seed=seed, num_seeds=1, sweep=None)
     if run.sweep is not None:
         field = run.sweep[0]
-        out["config"] = dict(out["config"], **{field: value})
+        head, _, tail = field.partition(".")
+        out["config"] = dict(out["config"], **{head: dict(out["config"][head], **{tail: value})
+                                               if tail else value})
         out["label"] = f"{run.preset or run.algo} {field}={value:g}"
     return out
 

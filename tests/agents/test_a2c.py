@@ -10,6 +10,7 @@ from rljax import envs
 from rljax.agents import a2c
 from rljax.envs.stats import recent_mean_return
 from rljax.loops.on_policy import make_on_policy_trainer
+from rljax.records import configure
 from rljax.types import Rollout
 
 T, B = 6, 3
@@ -116,7 +117,7 @@ def test_normalized_advantage_policy_loss_matches_numpy(cartpole_spec):
 
 def test_config_errors_name_field_and_value():
     with pytest.raises(ValueError, match="rollout_len must be an integer >= 1, got 0"):
-        a2c.A2CConfig(rollout_len=0)
+        configure(a2c.A2CConfig, rollout_len=0)
     with pytest.raises(ValueError, match=r"gae_lambda must be a number in \[0.0, 1.0\]"):
         a2c.A2CConfig(gae_lambda=1.5)
     with pytest.raises(ValueError, match="activation must be one of relu, .*, got 'rleu'"):
@@ -137,9 +138,9 @@ def _train_cartpole(runs, chunks=7, updates_per_chunk=268):
     pointing the wrong way in the flipped runs; returns each run's 100-episode mean return
     after each chunk."""
     config = a2c.A2CConfig()
-    env = envs.make("CartPole-v1", config.num_envs, 0)
+    env = envs.make("CartPole-v1", config.loop.num_envs, 0)
     agent, flipped = with_flag(a2c.make_a2c(config, env.spec))
-    trainer = make_on_policy_trainer(agent, env, rollout_len=config.rollout_len,
+    trainer = make_on_policy_trainer(agent, env, rollout_len=config.loop.rollout_len,
                                      updates_per_chunk=updates_per_chunk, threshold=475.0)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(a2c.losses, "policy_gradient_loss",

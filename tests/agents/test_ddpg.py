@@ -15,14 +15,15 @@ from rljax.agents import ddpg
 from rljax.buffers.nstep import NStepTransition
 from rljax.buffers.prioritized import PrioritizedSample
 from rljax.envs.spec import EnvSpec
+from rljax.records import configure
 
 B, N, OBS, ACT = 4, 16, 5, 2
 LOW, HIGH = (-1.0, -2.0), (1.0, 0.5)
 SPEC = EnvSpec(task_id="Reacher-v5", num_envs=B, obs_shape=(OBS,), obs_dtype=np.float32,
                num_actions=None, action_shape=(ACT,), action_low=LOW, action_high=HIGH,
                max_episode_steps=50, reward_threshold=-3.75, is_atari=False)
-SMALL = ddpg.DDPGConfig(num_envs=B, actor_hidden=(8, 6), critic_hidden=(7, 5), batch_size=N,
-                        learning_starts=N, buffer_size=64)
+SMALL = configure(ddpg.DDPGConfig, num_envs=B, actor_hidden=(8, 6), critic_hidden=(7, 5),
+                  batch_size=N, learning_starts=N, buffer_size=64)
 BN_EPS = 1e-5  # flax BatchNorm default
 
 
@@ -364,8 +365,8 @@ def test_noise_scale_decays_per_episode_and_ou_restarts():
 
 def test_ou_noise_statistics_in_act():
     """Action noise = scale * OU(theta, sigma): one step from 0 has std ``sigma``."""
-    config = dataclasses.replace(SMALL, num_envs=4096, noise_scale=0.5, ou_sigma=0.2)
-    spec = dataclasses.replace(SPEC, num_envs=4096, action_low=(-50.0, -50.0),
+    config = configure(SMALL, num_envs=4096, noise_scale=0.5, ou_sigma=0.2)
+    spec = configure(SPEC, num_envs=4096, action_low=(-50.0, -50.0),
                                action_high=(50.0, 50.0))
     state = ddpg.init(config, spec, jax.random.key(0))
     obs = jnp.zeros((4096, OBS))
@@ -465,10 +466,10 @@ def test_cli_refuses_discrete_env_with_one_line(capsys):
 ])
 def test_config_validation(field, value, match):
     with pytest.raises(ValueError, match=match):
-        ddpg.DDPGConfig(**{field: value})
+        configure(ddpg.DDPGConfig, **{field: value})
 
 
 def test_config_for_the_driver():
     config = ddpg.DDPGConfig()
-    assert config.num_envs == 20 and config.steps_per_update == 20 * 50
+    assert config.loop.num_envs == 20 and config.loop.steps_per_update == 20 * 50
     hash(config)

@@ -11,9 +11,11 @@ from _corruptible import flagged_runs, with_negated_rewards
 from rljax import envs
 from rljax.agents import ddpg
 from rljax.envs.stats import recent_mean_return
+from rljax.records import configure
 from rljax.run.registry import get_algorithm
 
-CONFIG = ddpg.DDPGConfig(num_envs=10, env_steps_per_update=2, grad_steps=6, batch_size=64,
+CONFIG = configure(ddpg.DDPGConfig, num_envs=10, env_steps_per_update=2, grad_steps=6,
+                   batch_size=64,
                          learning_starts=1_000, buffer_size=50_000, actor_hidden=(64, 64),
                          critic_hidden=(64, 64), batch_norm=False, tau=5e-3,
                          target_critic_init="copy",
@@ -26,7 +28,7 @@ CHUNKS = 8
 @pytest.mark.optimized
 @pytest.mark.slow
 def test_ddpg_learns_reacher_and_a_corrupted_critic_does_not():
-    env = envs.make("Reacher-v5", CONFIG.num_envs, seed=0)
+    env = envs.make("Reacher-v5", CONFIG.loop.num_envs, seed=0)
     agent = with_negated_rewards(ddpg.make_ddpg(CONFIG, env.spec))
     trainer = get_algorithm("ddpg").make_trainer(agent, env, CONFIG, UPDATES_PER_CHUNK, None)
     returns = {}

@@ -10,10 +10,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rljax import envs
+from rljax import envs, exploration
 from rljax.agents import dqn
 from rljax.buffers.nstep import NStepTransition
 from rljax.buffers.prioritized import PrioritizedSample
+from rljax.records import configure
 from rljax.run import cli
 from rljax.run.presets import from_preset
 
@@ -123,7 +124,7 @@ def _update_n(config, spec, n):
 
 
 def test_hard_target_copy_every_target_period_updates(spec):
-    config = dqn.DQNConfig(hidden_sizes=(16,), grad_steps=3, target_period=2)
+    config = configure(dqn.DQNConfig, hidden_sizes=(16,), grad_steps=3, target_period=2)
     first, states, metrics, td = _update_n(config, spec, 7)
     same = lambda a, b: all(np.array_equal(x, y) for x, y in
                             zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True))
@@ -146,7 +147,7 @@ def test_soft_target_update(spec):
 
 def test_epsilon_and_beta_at_breakpoints():
     config = dqn.DQNConfig()  # reference: 1 -> 0.1 at 25k -> 0.01 at 500k; beta 0.4 -> 1 at 1M
-    eps, beta = dqn.epsilon_schedule(config), dqn.beta_schedule(config)
+    eps, beta = dqn.epsilon_schedule(config), exploration.piecewise_linear(config.replay.beta)
     for step, value in [(0, 1.0), (12_500, 0.55), (25_000, 0.1), (262_500, 0.055),
                         (500_000, 0.01), (750_000, 0.01), (5_000_000, 0.01)]:
         np.testing.assert_allclose(eps(step), value, rtol=1e-6, err_msg=f"epsilon({step})")
@@ -215,14 +216,14 @@ def test_cli_refuses_continuous_env_in_one_line(capsys):
 ])
 def test_bad_config_names_field_and_value(field, value, message):
     with pytest.raises(ValueError) as exc:
-        dqn.DQNConfig(**{field: value})
+        configure(dqn.DQNConfig, **{field: value})
     assert message in str(exc.value)
 
 
 def test_schedules_from_the_command_line():
     run = from_preset("cartpole-dqn", epsilon="0:1.0,100:0.05", beta="0:0.5,10:1")
     assert run.config.epsilon == ((0, 1.0), (100, 0.05))
-    assert run.config.beta == ((0, 0.5), (10, 1.0))
+    assert run.config.replay.beta == ((0, 0.5), (10, 1.0))
     assert hash(run.config) == hash(dataclasses.replace(run.config))
     with pytest.raises(ValueError, match="expected 2 values separated by ':'"):
         from_preset("cartpole-dqn", epsilon="0:1.0,100")

@@ -13,6 +13,7 @@ from _corruptible import cartpole_runs
 
 from rljax import envs
 from rljax.agents import ppo
+from rljax.records import configure
 from rljax.types import Rollout
 
 T, B = 6, 4
@@ -31,7 +32,7 @@ def specs():
 def _config(**kw):
     base = dict(num_envs=B, rollout_len=T, num_epochs=1, num_minibatches=1, hidden_sizes=(5,),
                 gamma=0.9, gae_lambda=0.8, lr=1e-2, max_grad_norm=0.5, log_std_init=-0.3)
-    return ppo.PPOConfig(**{**base, **kw})
+    return configure(ppo.PPOConfig, **{**base, **kw})
 
 
 # --- NumPy references -------------------------------------------------------------------

@@ -13,6 +13,7 @@ from _corruptible import cartpole_runs
 from rljax import envs
 from rljax.agents import pqn
 from rljax.losses import q_lambda_returns
+from rljax.records import configure
 from rljax.types import Rollout
 
 T, B = 7, 4
@@ -29,7 +30,7 @@ def specs():
 def _config(**kw):
     base = dict(num_envs=B, rollout_len=T, num_epochs=1, num_minibatches=1, hidden_sizes=(5, 3),
                 gamma=0.9, q_lambda=0.7, reward_scale=0.5, lr=1e-2, max_grad_norm=0.5)
-    return pqn.PQNConfig(**{**base, **kw})
+    return configure(pqn.PQNConfig, **{**base, **kw})
 
 
 def _np_q(xp, params, obs):

@@ -15,6 +15,7 @@ from rljax import envs
 from rljax.agents import dqn
 from rljax.loops import factory
 from rljax.networks import Network, make_q_network, noise_like
+from rljax.records import configure
 from rljax.types import NStepTransition, Sample
 
 N, OBS, A, K = 12, 5, 3, 11
@@ -30,7 +31,7 @@ def spec():
 
 
 def _config(**kwargs):
-    return dqn.DQNConfig(hidden_sizes=(16,), num_atoms=K, v_min=V_MIN, v_max=V_MAX,
+    return configure(dqn.DQNConfig, hidden_sizes=(16,), num_atoms=K, v_min=V_MIN, v_max=V_MAX,
                          gamma=GAMMA, n_step=3, **kwargs)
 
 
@@ -366,7 +367,7 @@ def test_masked_logits_give_no_nan():
 def _cartpole_rainbow(**kwargs):
     """The CartPole Rainbow configuration (3-step double dueling categorical DQN with
     NoisyNet and prioritized replay)."""
-    return dqn.DQNConfig(grad_steps=4, batch_size=64, buffer_size=50_000,
+    return configure(dqn.DQNConfig, grad_steps=4, batch_size=64, buffer_size=50_000,
                          learning_starts=1_000, n_step=3, hidden_sizes=(128, 128), lr=5e-4,
                          adam_eps=1.5e-4, max_grad_norm=10.0, target_period=50, alpha=0.5,
                          beta=((0, 0.4), (9_375, 1.0)), noisy=True, noisy_sigma0=0.5,
@@ -374,9 +375,9 @@ def _cartpole_rainbow(**kwargs):
 
 
 def _train(config, steps, seed=0):
-    env = envs.make("CartPole-v1", config.num_envs, seed)
+    env = envs.make("CartPole-v1", config.loop.num_envs, seed)
     agent = dqn.make_dqn(config, env.spec)
-    updates = steps // config.steps_per_update
+    updates = steps // config.loop.steps_per_update
     trainer = factory.off_policy(agent, env, config, updates, threshold=475.0)
     state, _ = trainer.chunk(trainer.init(jax.random.key(seed)))
     assert int(state.env_steps) == steps

@@ -22,6 +22,7 @@ from rljax.envs.stats import recent_mean_return
 from rljax.loops import on_policy
 from rljax.loops.evaluation import make_evaluator
 from rljax.networks.recurrent import reset_carry
+from rljax.records import configure
 from rljax.run.build import build
 from rljax.run.config import RunConfig
 from rljax.run.presets import get_preset
@@ -33,13 +34,13 @@ NOVEL = {"obs_indices": (0, 2)}
 def _ppo(**kw):
     base = dict(num_envs=B, rollout_len=T, num_epochs=2, num_minibatches=2,
                 hidden_sizes=(8, 8), memory="gru", memory_size=6, lr=1e-2)
-    return ppo.PPOConfig(**{**base, **kw})
+    return configure(ppo.PPOConfig, **{**base, **kw})
 
 
 def _pqn(**kw):
     base = dict(num_envs=B, rollout_len=T, num_epochs=2, num_minibatches=2,
                 hidden_sizes=(8,), memory="gru", memory_size=6, lr=1e-2)
-    return pqn.PQNConfig(**{**base, **kw})
+    return configure(pqn.PQNConfig, **{**base, **kw})
 
 
 def _max_err(a, b):
@@ -191,7 +192,7 @@ def _one_chunk(run: RunConfig):
 
 def test_member_k_of_four_seeds_equals_the_single_run():
     config = _ppo(num_envs=4, rollout_len=4)
-    steps = 4 * config.steps_per_update
+    steps = 4 * config.loop.steps_per_update
     common = dict(algo="ppo", env_id="CartPole-v1", config=config, total_steps=steps,
                   chunk_steps=steps, env_options=tuple(NOVEL.items()))
     (many, many_metrics), agent = _one_chunk(RunConfig(seed=3, num_seeds=4, **common))
@@ -244,9 +245,9 @@ def test_ppo_rnn_learns_novel_cartpole_and_a_flipped_surrogate_does_not():
     agent with its surrogate's sign flipped."""
     config = dataclasses.replace(get_preset("cartpole-novel-ppo-rnn").run.config,
                                  anneal_lr=False)
-    env = envs.make("CartPole-v1", config.num_envs, 0, **NOVEL)
+    env = envs.make("CartPole-v1", config.loop.num_envs, 0, **NOVEL)
     agent, flag = with_flag(ppo.make_ppo(config, env.spec))
-    trainer = on_policy.make_on_policy_trainer(agent, env, rollout_len=config.rollout_len,
+    trainer = on_policy.make_on_policy_trainer(agent, env, rollout_len=config.loop.rollout_len,
                                                updates_per_chunk=20, threshold=200.0)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(recurrent.losses, "clipped_surrogate_loss",

@@ -23,6 +23,7 @@ from rljax.buffers.prioritized import PrioritizedSample
 from rljax.envs.spec import EnvSpec
 from rljax.envs.stats import recent_mean_return
 from rljax.loops.factory import off_policy
+from rljax.records import configure
 
 B, N, OBS, ACT = 4, 16, 5, 2
 LOW, HIGH = (-1.0, -2.0), (1.0, 0.5)
@@ -30,8 +31,8 @@ MID, HALF = (np.asarray(HIGH) + LOW) / 2, (np.asarray(HIGH) - LOW) / 2
 SPEC = EnvSpec(task_id="Reacher-v5", num_envs=B, obs_shape=(OBS,), obs_dtype=np.float32,
                num_actions=None, action_shape=(ACT,), action_low=LOW, action_high=HIGH,
                max_episode_steps=50, reward_threshold=-3.75, is_atari=False)
-SMALL = sac.SACConfig(num_envs=B, actor_hidden=(8, 6), critic_hidden=(7, 5), batch_size=N,
-                      learning_starts=N, buffer_size=64, random_steps=0)
+SMALL = configure(sac.SACConfig, num_envs=B, actor_hidden=(8, 6), critic_hidden=(7, 5),
+                  batch_size=N, learning_starts=N, buffer_size=64, random_steps=0)
 ALPHA = 0.3
 
 
@@ -283,7 +284,7 @@ def test_policy_is_the_squashed_mean_and_acting_samples():
 def test_actions_within_bounds_and_the_random_phase():
     """Wide policies put samples on the bounds, never beyond; with random_steps=10 and 4
     envs per update, updates 0-2 act at random, update 3 with the policy."""
-    config = dataclasses.replace(SMALL, random_steps=10)
+    config = configure(SMALL, random_steps=10)
     state = random_state()
     wide = state.replace(actor=perturb(state.actor, jax.random.key(9), scale=5.0))
     obs = jnp.tile(OBS_B, (64, 1))
@@ -316,19 +317,19 @@ def test_discrete_action_space_refused():
 ])
 def test_config_validation(field, value, match):
     with pytest.raises(ValueError, match=match):
-        sac.SACConfig(**{field: value})
+        configure(sac.SACConfig, **{field: value})
 
 
 def test_config_for_the_loop():
-    config = sac.SACConfig(num_envs=4, env_steps_per_update=3)
-    assert config.steps_per_update == 12 and config.min_replay == 10_000
+    config = configure(sac.SACConfig, num_envs=4, env_steps_per_update=3)
+    assert config.loop.steps_per_update == 12 and config.replay.min_replay == 10_000
     hash(config)
 
 
 # --- learning --------------------------------------------------------------------------
 
 
-LEARN = sac.SACConfig(num_envs=10, env_steps_per_update=2, grad_steps=10, batch_size=128,
+LEARN = configure(sac.SACConfig, num_envs=10, env_steps_per_update=2, grad_steps=10, batch_size=128,
                       learning_starts=1_000, random_steps=1_000, buffer_size=50_000,
                       actor_hidden=(64, 64), critic_hidden=(64, 64), actor_lr=1e-3,
                       critic_lr=1e-3, temperature_lr=1e-3, gamma=0.97)
@@ -341,7 +342,7 @@ LEARN_CHUNKS = {False: 5, True: 3}
 @pytest.mark.optimized
 @pytest.mark.slow
 def test_sac_learns_reacher_and_a_corrupted_critic_does_not():
-    env = envs.make("Reacher-v5", LEARN.num_envs, seed=0)
+    env = envs.make("Reacher-v5", LEARN.loop.num_envs, seed=0)
     trainer = off_policy(with_negated_rewards(sac.make_sac(LEARN, env.spec)), env, LEARN,
                          250, threshold=None)
     returns = {}

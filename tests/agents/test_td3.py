@@ -22,6 +22,7 @@ from rljax.buffers.prioritized import PrioritizedSample
 from rljax.envs.spec import EnvSpec
 from rljax.envs.stats import recent_mean_return
 from rljax.loops.factory import off_policy
+from rljax.records import configure
 
 B, N, OBS, ACT = 4, 16, 5, 2
 LOW, HIGH = (-1.0, -2.0), (1.0, 0.5)
@@ -29,8 +30,8 @@ HALF = (np.asarray(HIGH) - np.asarray(LOW)) / 2
 SPEC = EnvSpec(task_id="Reacher-v5", num_envs=B, obs_shape=(OBS,), obs_dtype=np.float32,
                num_actions=None, action_shape=(ACT,), action_low=LOW, action_high=HIGH,
                max_episode_steps=50, reward_threshold=-3.75, is_atari=False)
-SMALL = td3.TD3Config(num_envs=B, actor_hidden=(8, 6), critic_hidden=(7, 5), batch_size=N,
-                      learning_starts=N, buffer_size=64, random_steps=0)
+SMALL = configure(td3.TD3Config, num_envs=B, actor_hidden=(8, 6), critic_hidden=(7, 5),
+                  batch_size=N, learning_starts=N, buffer_size=64, random_steps=0)
 
 
 # --- NumPy reference networks ----------------------------------------------------------
@@ -257,9 +258,9 @@ def test_policy_matches_numpy_and_acting_is_deterministic_in_its_key():
 def test_exploration_noise_is_gaussian_in_half_ranges():
     """Noise std ``0.1 h`` per dimension: 5 and 1 for half-ranges 50 and 10."""
     b = 8192
-    spec = dataclasses.replace(SPEC, num_envs=b, action_low=(-50.0, -10.0),
+    spec = configure(SPEC, num_envs=b, action_low=(-50.0, -10.0),
                                action_high=(50.0, 10.0))
-    config = dataclasses.replace(SMALL, num_envs=b)
+    config = configure(SMALL, num_envs=b)
     state = td3.init(config, spec, jax.random.key(0))
     obs = jnp.zeros((b, OBS))
     noise = act(config, state, obs, jax.random.key(1), 0, spec) - np.asarray(
@@ -281,7 +282,7 @@ def test_actions_within_bounds():
 def test_random_phase_covers_whole_updates_of_random_steps():
     """random_steps=10 with 4 envs x 1 step per update: updates 0-2 (env steps 0-11)
     act uniformly at random, update 3 with the actor."""
-    config = dataclasses.replace(SMALL, random_steps=10, exploration_noise=0.0)
+    config = configure(SMALL, random_steps=10, exploration_noise=0.0)
     state = random_state()
     greedy = np.asarray(jitted("policy")(state.actor, OBS_B))
     for step in (0, 2):
@@ -293,8 +294,8 @@ def test_random_phase_covers_whole_updates_of_random_steps():
                                rtol=1e-6, atol=1e-7)
     # Uniform over the box: mean (low + high) / 2, std (high - low) / sqrt(12).
     b = 8192
-    config_b = dataclasses.replace(config, num_envs=b)
-    spec = dataclasses.replace(SPEC, num_envs=b)
+    config_b = configure(config, num_envs=b)
+    spec = configure(SPEC, num_envs=b)
     uniform = act(config_b, td3.init(config_b, spec, jax.random.key(0)), jnp.zeros((b, OBS)),
                   jax.random.key(9), 0, spec)
     np.testing.assert_allclose(uniform.mean(0), (np.asarray(LOW) + HIGH) / 2, atol=0.05)
@@ -322,20 +323,20 @@ def test_discrete_action_space_refused():
 ])
 def test_config_validation(field, value, match):
     with pytest.raises(ValueError, match=match):
-        td3.TD3Config(**{field: value})
+        configure(td3.TD3Config, **{field: value})
 
 
 def test_config_for_the_loop():
-    config = td3.TD3Config(num_envs=4, env_steps_per_update=3)
-    assert config.steps_per_update == 12 and config.min_replay == 25_000
-    assert dataclasses.replace(config, learning_starts=None).min_replay == 1_000_000
+    config = configure(td3.TD3Config, num_envs=4, env_steps_per_update=3)
+    assert config.loop.steps_per_update == 12 and config.replay.min_replay == 25_000
+    assert configure(config, learning_starts=None).replay.min_replay == 1_000_000
     hash(config)
 
 
 # --- learning --------------------------------------------------------------------------
 
 
-LEARN = td3.TD3Config(num_envs=10, env_steps_per_update=2, grad_steps=10, batch_size=128,
+LEARN = configure(td3.TD3Config, num_envs=10, env_steps_per_update=2, grad_steps=10, batch_size=128,
                       learning_starts=1_000, random_steps=1_000, buffer_size=50_000,
                       actor_hidden=(64, 64), critic_hidden=(64, 64), actor_lr=1e-3,
                       critic_lr=1e-3, gamma=0.97)
@@ -348,7 +349,7 @@ LEARN_CHUNKS = {False: 6, True: 3}
 @pytest.mark.optimized
 @pytest.mark.slow
 def test_td3_learns_reacher_and_a_corrupted_critic_does_not():
-    env = envs.make("Reacher-v5", LEARN.num_envs, seed=0)
+    env = envs.make("Reacher-v5", LEARN.loop.num_envs, seed=0)
     trainer = off_policy(with_negated_rewards(td3.make_td3(LEARN, env.spec)), env, LEARN,
                          250, threshold=None)
     returns = {}

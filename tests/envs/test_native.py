@@ -17,6 +17,7 @@ from rljax import envs
 from rljax.agents import ppo, pqn
 from rljax.envs import native
 from rljax.loops.on_policy import make_on_policy_trainer
+from rljax.records import configure
 from rljax.types import Rollout
 
 CARTPOLE = "gymnax:CartPole-v1"
@@ -120,8 +121,9 @@ def test_on_policy_learners_bootstrap_from_the_final_observation(algo):
     next episode's first), on a terminated one from nothing: the learner's values on a
     same-step-reset rollout equal those on the same rollout laid out with obs[t+1] = final
     observation, which the NumPy-checked envpool path computes."""
-    make, config = {"ppo": (ppo.make_ppo, ppo.PPOConfig(num_envs=4, rollout_len=16)),
-                    "pqn": (pqn.make_pqn, pqn.PQNConfig(num_envs=4, rollout_len=16))}[algo]
+    make, config = {
+        "ppo": (ppo.make_ppo, configure(ppo.PPOConfig, num_envs=4, rollout_len=16)),
+        "pqn": (pqn.make_pqn, configure(pqn.PQNConfig, num_envs=4, rollout_len=16))}[algo]
     agent, batch = _rollout(make, config)
     assert batch.final_obs is not None
     ended = np.asarray(batch.terminated | batch.truncated)
@@ -153,7 +155,7 @@ def test_off_policy_replay_stores_the_final_observation_and_cuts_at_termination(
     from rljax.run.config import RunConfig
 
     run = RunConfig(algo="dqn", env_id=CARTPOLE, env_options=(("max_episode_steps", 5),),
-                    config=DQNConfig(num_envs=4, env_steps_per_update=4, batch_size=8,
+                    config=configure(DQNConfig, num_envs=4, env_steps_per_update=4, batch_size=8,
                                      buffer_size=256, learning_starts=64, n_step=1,
                                      prioritized=False, hidden_sizes=(16,),
                                      target_period=4),

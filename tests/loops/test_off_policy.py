@@ -15,13 +15,14 @@ from rljax.agents.dqn import DQNConfig, make_dqn
 from rljax.buffers import sum_tree
 from rljax.envs.stats import last_episodes
 from rljax.loops.memory import make_memory
+from rljax.records import configure
 from rljax.run.build import build
 from rljax.run.presets import from_preset
 from rljax.run.registry import get_algorithm
 from rljax.types import Transition
 
 ALPHA, EPS, MIN_SIZE = 0.6, 1e-6, 200
-CONFIG = DQNConfig(num_envs=4, env_steps_per_update=2, grad_steps=1, batch_size=16,
+CONFIG = configure(DQNConfig, num_envs=4, env_steps_per_update=2, grad_steps=1, batch_size=16,
                    buffer_size=1024, learning_starts=MIN_SIZE, hidden_sizes=(32,),
                    alpha=ALPHA, priority_eps=EPS, epsilon=((0, 1.0), (100, 0.1)))
 
@@ -38,7 +39,7 @@ def _recording(agent):
 
 @pytest.fixture(scope="module")
 def loop():
-    env = envs.make("CartPole-v1", num_envs=CONFIG.num_envs, seed=0)
+    env = envs.make("CartPole-v1", num_envs=CONFIG.loop.num_envs, seed=0)
     agent = _recording(make_dqn(CONFIG, env.spec))
     trainer = get_algorithm("dqn").make_trainer(agent, env, CONFIG, 16, None)
     return env, trainer
@@ -58,8 +59,8 @@ def test_learning_waits_for_min_size_and_second_chunk_does_not_recompile(loop):
     # that update's env steps; not before.
     np.testing.assert_array_equal(learned, size >= MIN_SIZE)
     assert 0 < learned.sum() < len(learned)
-    assert int(state.agent.step) == learned.sum() * CONFIG.grad_steps
-    assert int(state.batches) == learned.sum() * CONFIG.grad_steps
+    assert int(state.agent.step) == learned.sum() * CONFIG.loop.grad_steps
+    assert int(state.batches) == learned.sum() * CONFIG.loop.grad_steps
     assert int(state.env_steps) == 3 * trainer.steps_per_chunk
 
 
@@ -95,12 +96,40 @@ def test_frame_replay_counts_as_full_once_every_row_is_written():
 
 def test_image_chunks_are_capped_without_compiling():
     env = envs.make("Breakout-v5", num_envs=2, seed=0)
-    config = DQNConfig(num_envs=2, buffer_size=256)
+    config = configure(DQNConfig, num_envs=2, buffer_size=256)
     algo = get_algorithm("dqn")
     agent = make_dqn(config, env.spec)
     assert algo.make_trainer(agent, env, config, 1000, None).updates_per_chunk == 32
-    unrolled = dataclasses.replace(config, unroll=True)
+    unrolled = configure(config, unroll=True)
     assert algo.make_trainer(agent, env, unrolled, 1000, None).updates_per_chunk == 2
+
+
+@pytest.mark.parametrize("clip", [None, 1.0])
+def test_priority_max_clip_bounds_the_priorities(monkeypatch, clip):
+    """With replay.priority_max_clip = c a TD error of 100 sets the priority (c + eps)^alpha;
+    without it, (100 + eps)^alpha. Initial priorities (td_fn) are clipped the same way."""
+    from rljax.loops import factory
+
+    env = envs.make("CartPole-v1", num_envs=2, seed=0)
+    config = configure(DQNConfig, num_envs=2, batch_size=4, buffer_size=16, learning_starts=4,
+                       alpha=0.5, priority_eps=0.0, priority_max_clip=clip)
+    seen = {}
+    monkeypatch.setattr(factory, "make_off_policy_trainer",
+                        lambda agent, env, memory, **kw: seen.setdefault("memory", memory))
+    factory.off_policy(make_dqn(config, env.spec), env, config, 10, None)
+    memory = seen["memory"]
+    obs = jnp.zeros((2, 4), jnp.float32)
+    step = Transition(obs, jnp.zeros(2, jnp.int32), jnp.ones(2), jnp.zeros(2, bool),
+                      jnp.zeros(2, bool), obs)
+    example = jax.tree.map(lambda x: x[0], step)
+    state = memory.add(memory.init(example), step, jnp.ones(2, bool),
+                       lambda tr: jnp.full(tr.reward.shape, 100.0))
+    expected = np.sqrt(100.0 if clip is None else clip)
+    np.testing.assert_allclose(float(state.replay.max_priority), expected, rtol=1e-6)
+    state = memory.update_priorities(state, jnp.array([0, 1]), jnp.array([-400.0, 0.25]))
+    leaves = np.asarray(sum_tree.get(state.replay.tree, jnp.array([0, 1])))
+    np.testing.assert_allclose(leaves, [np.sqrt(400.0 if clip is None else clip), 0.5],
+                               rtol=1e-6)
 
 
 @pytest.mark.optimized

@@ -6,13 +6,15 @@ import numpy as np
 from rljax import envs
 from rljax.agents.a2c import A2CConfig, make_a2c
 from rljax.loops.on_policy import make_on_policy_trainer
+from rljax.records import configure
 
 
 def _trainer(seed=0, upc=10):
-    cfg = A2CConfig(num_envs=4, rollout_len=2)  # a short rollout, unrolled: quick to compile
+    # A short rollout, unrolled: quick to compile.
+    cfg = configure(A2CConfig, num_envs=4, rollout_len=2)
     env = envs.make("CartPole-v1", num_envs=4, seed=seed)
     agent = make_a2c(cfg, env.spec)
-    return make_on_policy_trainer(agent, env, rollout_len=cfg.rollout_len,
+    return make_on_policy_trainer(agent, env, rollout_len=cfg.loop.rollout_len,
                                   updates_per_chunk=upc, threshold=475.0)
 
 

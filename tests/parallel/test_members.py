@@ -11,10 +11,11 @@ from rljax import envs
 from rljax.agents.a2c import A2CConfig, make_a2c
 from rljax.loops.on_policy import make_on_policy_trainer
 from rljax.parallel.members import vectorize_seeds
+from rljax.records import configure
 from rljax.run.driver import train_run
 from rljax.run.presets import from_preset
 
-CFG = A2CConfig(num_envs=4, rollout_len=2)  # short rollouts: quick to compile
+CFG = configure(A2CConfig, num_envs=4, rollout_len=2)  # short rollouts: quick to compile
 
 
 def _run_chunks(trainer, state, n=2):
@@ -25,17 +26,17 @@ def _run_chunks(trainer, state, n=2):
 
 def test_seed_k_of_many_equals_single_run_k_and_seeds_differ():
     num_seeds, first = 3, 5
-    env = envs.make("CartPole-v1", CFG.num_envs, seed=first, num_seeds=num_seeds)
+    env = envs.make("CartPole-v1", CFG.loop.num_envs, seed=first, num_seeds=num_seeds)
     trainer = vectorize_seeds(make_on_policy_trainer(make_a2c(CFG, env.spec), env,
-                                                     rollout_len=CFG.rollout_len,
+                                                     rollout_len=CFG.loop.rollout_len,
                                                      updates_per_chunk=20),
                               env, first)
     many, many_metrics = _run_chunks(trainer, trainer.init(None))
     assert many_metrics["loss"].shape == (num_seeds, 20)
     k = 2  # the last member: its seed, envs and slice are offset from the first
-    one_env = envs.make("CartPole-v1", CFG.num_envs, seed=first + k)
+    one_env = envs.make("CartPole-v1", CFG.loop.num_envs, seed=first + k)
     single = make_on_policy_trainer(make_a2c(CFG, one_env.spec), one_env,
-                                    rollout_len=CFG.rollout_len, updates_per_chunk=20)
+                                    rollout_len=CFG.loop.rollout_len, updates_per_chunk=20)
     one, one_metrics = _run_chunks(single, single.init(jax.random.key(first + k)))
     for a, b in zip(jax.tree.leaves(many.agent.params), jax.tree.leaves(one.agent.params),
                     strict=True):

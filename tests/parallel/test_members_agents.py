@@ -18,14 +18,16 @@ from _backend import MEMBER_ATOL, MEMBER_RTOL
 
 from rljax.agents.ppo import PPOConfig
 from rljax.agents.sac import SACConfig
+from rljax.records import configure
 from rljax.run.build import build
 from rljax.run.config import RunConfig
 
 CASES = {
-    "ppo-continuous": ("ppo", "Pendulum-v1", PPOConfig(num_envs=4, rollout_len=4,
+    "ppo-continuous": ("ppo", "Pendulum-v1", configure(PPOConfig, num_envs=4, rollout_len=4,
                                                        num_minibatches=2, num_epochs=2,
                                                        hidden_sizes=(16,), normalize_obs=True)),
-    "sac": ("sac", "Pendulum-v1", SACConfig(num_envs=2, env_steps_per_update=2, grad_steps=2,
+    "sac": ("sac", "Pendulum-v1", configure(SACConfig, num_envs=2, env_steps_per_update=2,
+                                            grad_steps=2,
                                             batch_size=16, buffer_size=256, learning_starts=16,
                                             random_steps=8, actor_hidden=(16,),
                                             critic_hidden=(16,))),
@@ -44,7 +46,7 @@ def _one_chunk(run: RunConfig):
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_member_k_of_four_seeds_equals_the_single_run(case):
     algo, env_id, config = CASES[case]
-    steps = 6 * config.steps_per_update
+    steps = 6 * config.loop.steps_per_update
     common = dict(algo=algo, env_id=env_id, config=config, total_steps=steps,
                   chunk_steps=steps)
     (many, many_metrics), agent = _one_chunk(RunConfig(seed=FIRST, num_seeds=4, **common))

@@ -11,6 +11,7 @@ import pytest
 from _backend import MEMBER_ATOL, MEMBER_RTOL, ON_CPU
 
 from rljax.parallel.sweep import SweepError
+from rljax.records import configure
 from rljax.run.build import build
 from rljax.run.config import RunConfig, parse_sweep
 from rljax.run.driver import train_run
@@ -73,7 +74,7 @@ def test_dqn_learning_rate_sweep_matches_single_run(prioritized, chunk_steps):
                        learning_starts=256, batch_size=32)
     base = dataclasses.replace(
         base, chunk_steps=chunk_steps,
-        config=dataclasses.replace(base.config, prioritized=prioritized))
+        config=configure(base.config, prioritized=prioritized))
     many, _ = _run(dataclasses.replace(base, sweep=("lr", (1e-4, 1e-3))))
     one, _ = _run(dataclasses.replace(base, config=dataclasses.replace(base.config, lr=1e-3)))
     for a, b in zip(jax.tree.leaves(many.agent), jax.tree.leaves(one.agent), strict=True):

@@ -216,14 +216,18 @@ def test_sweeps_over_repeated_values(capsys, logdir, sweep, message):
                  message, "give each member a value of its own")
 
 
-@pytest.mark.parametrize("preset,field,values", [
-    ("cartpole-dqn", "batch_size", "32,64"), ("cartpole-dqn", "buffer_size", "1000,2000"),
-    ("cartpole-dqn", "n_step", "1,3"), ("cartpole-ppo", "num_minibatches", "2,4"),
-    ("cartpole-a2c", "rollout_len", "4,8"), ("reacher-ddpg", "env_steps_per_update", "10,20"),
+@pytest.mark.parametrize("preset,field,values,name", [
+    ("cartpole-dqn", "batch_size", "32,64", "replay.batch_size"),
+    ("cartpole-dqn", "replay.buffer_size", "1000,2000", "replay.buffer_size"),
+    ("cartpole-dqn", "n_step", "1,3", "replay.n_step"),
+    ("cartpole-ppo", "num_minibatches", "2,4", "num_minibatches"),
+    ("cartpole-a2c", "rollout_len", "4,8", "loop.rollout_len"),
+    ("reacher-ddpg", "loop.env_steps_per_update", "10,20", "loop.env_steps_per_update"),
 ])
-def test_sweeps_over_shape_fields_are_refused_by_name(capsys, logdir, preset, field, values):
+def test_sweeps_over_shape_fields_are_refused_by_name(capsys, logdir, preset, field, values,
+                                                      name):
     _cli_refuses(capsys, logdir, [preset, "--sweep", f"{field}={values}"],
-                 f"--sweep {field}: this hyperparameter sets a shape",
+                 f"--sweep {name}: this hyperparameter sets a shape",
                  "run one training per value instead")
 
 
@@ -242,7 +246,7 @@ def test_sweep_values_through_the_api(logdir):
     _api_refuses(logdir, "value 0.001 repeats", sweep=("actor_lr", [1e-3, 1e-3]))
     _api_refuses(logdir, "sweep value of actor_lr must be a number (int or float), got str "
                  "'1e-3'", sweep=("actor_lr", ["1e-3", "1e-4"]))
-    _api_refuses(logdir, "--sweep rollout_len: this hyperparameter sets a shape",
+    _api_refuses(logdir, "--sweep loop.rollout_len: this hyperparameter sets a shape",
                  sweep=("rollout_len", [4, 8]))
 
 

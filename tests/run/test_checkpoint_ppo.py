@@ -12,17 +12,18 @@ import pytest
 
 import rljax
 from rljax.agents.ppo import PPOConfig
+from rljax.records import configure
 from rljax.run.config import RunConfig
 
-CONFIG = PPOConfig(num_envs=4, rollout_len=16, num_epochs=1, num_minibatches=2,
+CONFIG = configure(PPOConfig, num_envs=4, rollout_len=16, num_epochs=1, num_minibatches=2,
                    hidden_sizes=(16,), normalize_obs=True, reward_scaling=True)
 
 
 @pytest.mark.slow
 def test_checkpoint_restores_the_normalizer_and_resume_continues_it(tmp_path):
-    steps = 4 * CONFIG.steps_per_update
+    steps = 4 * CONFIG.loop.steps_per_update
     run = RunConfig(algo="ppo", env_id="Pendulum-v1", config=CONFIG, total_steps=steps,
-                    chunk_steps=2 * CONFIG.steps_per_update, logdir=str(tmp_path),
+                    chunk_steps=2 * CONFIG.loop.steps_per_update, logdir=str(tmp_path),
                     tensorboard=False)
     trained = rljax.train(run)
     stats = trained.state.agent.obs_stats

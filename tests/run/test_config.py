@@ -9,6 +9,7 @@ import json
 import envpool
 import pytest
 
+from rljax.records import configure
 from rljax.run.config import RunConfig, build_config, parse_assignments, parse_sweep
 from rljax.run.presets import PRESETS, from_preset
 from rljax.run.registry import get_algorithm
@@ -61,7 +62,7 @@ def test_from_dict_fills_missing_keys_with_the_defaults():
                                "config": {"num_envs": 4}})
     config_cls = get_algorithm("a2c").config_cls
     assert run == RunConfig(algo="a2c", env_id="CartPole-v1", total_steps=1_000,
-                            config=config_cls(num_envs=4))
+                            config=configure(config_cls, num_envs=4))
     defaults = _defaults()
     assert {k: getattr(run, k) for k in defaults} == defaults
     assert defaults["seed"] == 0 and defaults["num_seeds"] == 1 and defaults["sweep"] is None
@@ -165,7 +166,7 @@ def test_sweep_values_take_the_field_type():
     assert run.num_members == 4
     assert run.members == [(0, 1e-3), (1, 1e-3), (0, 5e-4), (1, 5e-4)]
     run = from_preset("cartpole-dqn", sweep=("learning_starts", ["400", 800.0]))
-    assert run.sweep == ("learning_starts", (400, 800)) and all(
+    assert run.sweep == ("replay.learning_starts", (400, 800)) and all(
         type(v) is int for v in run.sweep[1])
 
 
@@ -200,7 +201,7 @@ def test_from_preset_overrides_from_command_line_strings():
     assert run == dataclasses.replace(
         preset, total_steps=100_000, seed=3, num_seeds=2, eval_every=1_000, eval_episodes=4,
         logdir="out", tensorboard=False, wandb_project="proj",
-        config=dataclasses.replace(preset.config, num_envs=4, gamma=0.9,
+        config=configure(preset.config, num_envs=4, gamma=0.9,
                                    actor_hidden=(32, 32)))
     assert from_preset("cartpole-a2c", logdir="").logdir == preset.logdir
     with pytest.raises(ValueError, match="bad value 'x' for seed: expected an integer"):

@@ -1,7 +1,6 @@
 """One name per concept across the agent configs; run directories written under the old
 names still load, and the old names are refused on the command line and in the API."""
 
-import dataclasses
 import importlib
 import sys
 
@@ -10,9 +9,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rljax import exploration
+from rljax import exploration, records
 from rljax.agents.ddpg import DDPGConfig
-from rljax.agents.dqn import DQNConfig, beta_schedule
+from rljax.agents.dqn import DQNConfig
+from rljax.records import configure
 from rljax.run import checkpoint, cli, registry
 from rljax.run.config import RENAMED, RunConfig, upgrade_fields
 from rljax.run.presets import from_preset
@@ -22,7 +22,7 @@ OLD = {"dqn": ("sigma0", "loss"), "ddpg": ("replay_capacity", "min_replay", "cri
 
 
 def _fields(config_cls) -> set[str]:
-    return {f.name for f in dataclasses.fields(config_cls)}
+    return set(records.names(config_cls))
 
 
 def test_off_policy_configs_share_the_names():
@@ -32,29 +32,30 @@ def test_off_policy_configs_share_the_names():
     assert not set(OLD["ddpg"]) & _fields(DDPGConfig)
     assert {old for table in RENAMED.values() for old in table} == {*OLD["dqn"], *OLD["ddpg"]}
     assert DQNConfig().td_loss == "huber" and DDPGConfig().td_loss == "l2"
-    assert DDPGConfig().beta == ((0, 1.0),)
+    assert DDPGConfig().replay.beta == ((0, 1.0),)
 
 
 @pytest.mark.parametrize("config_cls", [DQNConfig, DDPGConfig])
 def test_min_replay_is_learning_starts_or_a_full_buffer(config_cls):
-    config = config_cls(batch_size=32, buffer_size=1_000, learning_starts=None)
-    assert config.min_replay == 1_000
-    assert dataclasses.replace(config, learning_starts=32).min_replay == 32
-    assert dataclasses.replace(config, learning_starts=1_000).min_replay == 1_000
+    config = configure(config_cls, batch_size=32, buffer_size=1_000, learning_starts=None)
+    assert config.replay.min_replay == 1_000
+    assert configure(config, learning_starts=32).replay.min_replay == 32
+    assert configure(config, learning_starts=1_000).replay.min_replay == 1_000
     with pytest.raises(ValueError, match=r"learning_starts must be an integer in \[32, 1000\] "
                                          r"or None \(from batch_size to buffer_size; None: a "
                                          r"full buffer\), got 31"):
-        dataclasses.replace(config, learning_starts=31)
+        configure(config, learning_starts=31)
 
 
 def test_presets_keep_their_replay_sizes():
     ddpg = from_preset("reacher-ddpg").config
-    assert (ddpg.buffer_size, ddpg.learning_starts, ddpg.min_replay) == (300_000, 5_000, 5_000)
+    assert (ddpg.replay.buffer_size, ddpg.replay.learning_starts, ddpg.replay.min_replay) == (
+        300_000, 5_000, 5_000)
     reference = from_preset("reacher-ddpg-reference").config
-    assert (reference.buffer_size, reference.min_replay, reference.beta) == (
+    assert (reference.replay.buffer_size, reference.replay.min_replay, reference.replay.beta) == (
         1_000_000, 10_000, ((0, 1.0),))
     dqn = from_preset("cartpole-dqn").config
-    assert (dqn.buffer_size, dqn.min_replay) == (50_000, 1_000)
+    assert (dqn.replay.buffer_size, dqn.replay.min_replay) == (50_000, 1_000)
 
 
 # --- DDPG's beta is a schedule, evaluated like DQN's ----------------------------------
@@ -94,7 +95,7 @@ def _trainer_arguments(monkeypatch, make_trainer, config) -> tuple[dict, dict]:
             monkeypatch.setattr(module, "make_memory",
                                 lambda **kw: seen.setdefault("memory", kw))
             monkeypatch.setattr(module, "make_off_policy_trainer", trainer)
-    spec = type("Spec", (), {"num_envs": config.num_envs, "is_atari": False,
+    spec = type("Spec", (), {"num_envs": config.loop.num_envs, "is_atari": False,
                              "is_image": False, "task_id": "Test-v0"})()
     env = type("Env", (), {"spec": spec})()
     with pytest.raises(_Captured):
@@ -105,16 +106,16 @@ def _trainer_arguments(monkeypatch, make_trainer, config) -> tuple[dict, dict]:
 def test_ddpg_and_dqn_trainers_read_the_same_fields(monkeypatch):
     schedule = ((0, 0.4), (100, 1.0))
     for algo, config in [
-            ("ddpg", DDPGConfig(buffer_size=5_000, learning_starts=300, beta=schedule)),
-            ("dqn", DQNConfig(buffer_size=5_000, learning_starts=300, beta=schedule))]:
+            ("ddpg", configure(DDPGConfig, buffer_size=5_000, learning_starts=300, beta=schedule)),
+            ("dqn", configure(DQNConfig, buffer_size=5_000, learning_starts=300, beta=schedule))]:
         make_trainer = registry.get_algorithm(algo).make_trainer
         memory, loop = _trainer_arguments(monkeypatch, make_trainer, config)
         assert (memory["capacity"], memory["min_size"]) == (5_000, 300)
-        dqn_beta = beta_schedule(dataclasses.replace(DQNConfig(), beta=schedule))
+        dqn_beta = exploration.piecewise_linear(configure(DQNConfig(), beta=schedule).replay.beta)
         steps = jnp.arange(0, 150, 7, dtype=jnp.int32)
         np.testing.assert_array_equal(np.asarray(jax.jit(loop["beta_fn"])(steps)),
                                       np.asarray(jax.jit(dqn_beta)(steps)))
-        full = dataclasses.replace(config, learning_starts=None)
+        full = configure(config, learning_starts=None)
         assert _trainer_arguments(monkeypatch, make_trainer, full)[0]["min_size"] == 5_000
 
 
@@ -124,11 +125,14 @@ def test_ddpg_and_dqn_trainers_read_the_same_fields(monkeypatch):
 def _as_saved_by_old_rljax(run: RunConfig) -> dict:
     """``run.to_dict()`` under the field names (and DDPG's float beta) of older versions."""
     data = run.to_dict()
-    config = dict(data["config"])
+    # Older versions wrote every field flat (no loop and replay records).
+    config = {}
+    for name, value in data["config"].items():
+        config.update(value if name in ("loop", "replay") else {name: value})
     for old, new in RENAMED.get(run.algo, {}).items():
         config[old] = config.pop(new)
     if run.algo == "ddpg":
-        (update, value), = run.config.beta
+        (update, value), = run.config.replay.beta
         config["beta"] = value
     return dict(data, config=config)
 
@@ -152,8 +156,8 @@ def test_from_dict_reads_an_old_ddpg_config_json():
            "noisy_sigma0": 0.5, "batch_norm": False, "actor_hidden": [150, 150]}
     config = RunConfig.from_dict({"algo": "ddpg", "env_id": "Reacher-v5", "total_steps": 1000,
                                   "seed": 0, "config": old}).config
-    assert (config.learning_starts, config.buffer_size, config.beta, config.td_loss) == (
-        5000, 300000, ((0, 1.0),), "l2")
+    assert (config.replay.learning_starts, config.replay.buffer_size, config.replay.beta,
+            config.td_loss) == (5000, 300000, ((0, 1.0),), "l2")
     assert config.actor_hidden == (150, 150) and config.batch_norm is False
     # An integer beta too; and a beta already written as a schedule is kept.
     assert upgrade_fields("ddpg", {"beta": 1}) == {"beta": ((0, 1),)}
@@ -167,7 +171,7 @@ def test_from_dict_renames_a_swept_field_and_refuses_both_names():
     run = from_preset("reacher-ddpg", tensorboard=False, sweep="learning_starts=5000,6000")
     old = _as_saved_by_old_rljax(run)
     old["sweep"] = {"min_replay": [5000, 6000]}
-    assert RunConfig.from_dict(old).sweep == ("learning_starts", (5000, 6000))
+    assert RunConfig.from_dict(old).sweep == ("replay.learning_starts", (5000, 6000))
     both = dict(old, config=dict(old["config"], buffer_size=1_000))
     with pytest.raises(ValueError, match="ddpg config has both 'replay_capacity' and "
                                          "'buffer_size', its new name"):
@@ -178,7 +182,7 @@ def test_old_checkpoint_manifest_matches_the_run():
     run = from_preset("reacher-ddpg", tensorboard=False)
     checkpoint.check_compatible({"run": _as_saved_by_old_rljax(run)}, run.to_dict())
     other = from_preset("reacher-ddpg", tensorboard=False, buffer_size=200_000)
-    with pytest.raises(checkpoint.CheckpointError, match="config.buffer_size"):
+    with pytest.raises(checkpoint.CheckpointError, match="config.replay.buffer_size"):
         checkpoint.check_compatible({"run": _as_saved_by_old_rljax(run)}, other.to_dict())
 
 
@@ -215,6 +219,6 @@ def test_old_names_refused_on_the_command_line(args, message, capsys):
 
 def test_ddpg_beta_schedule_from_the_command_line():
     run = from_preset("reacher-ddpg", beta="0:0.4,1000:1.0")
-    assert run.config.beta == ((0, 0.4), (1000, 1.0))
+    assert run.config.replay.beta == ((0, 0.4), (1000, 1.0))
     with pytest.raises(ValueError, match=r"beta must be a schedule whose updates"):
         from_preset("reacher-ddpg", beta="5:0.4")

@@ -9,7 +9,7 @@ import math
 import pytest
 
 import rljax
-from rljax import envs
+from rljax import envs, records
 from rljax.run import cli, presets
 from rljax.run.config import RunConfig
 from rljax.run.presets import PRESETS, Preset, get_preset
@@ -41,8 +41,8 @@ def test_every_preset_holds_a_valid_run_config(name):
 @pytest.mark.parametrize("name", list(PRESETS))
 def test_key_params_are_config_fields_and_notes_are_given(name):
     p = PRESETS[name]
-    fields = {f.name for f in dataclasses.fields(p.run.config)}
-    assert p.key_params and set(p.key_params) <= fields
+    fields = records.names(type(p.run.config))
+    assert p.key_params and set(p.key_params) <= set(fields)
     assert len(set(p.key_params)) == len(p.key_params)
     assert "num_envs" in p.key_params
     assert isinstance(p.notes, str) and len(p.notes) > 40
@@ -92,9 +92,11 @@ def test_presets_command_lists_every_preset(capsys):
             if not line.startswith("    "):
                 break
             below.append(line)
-        config = dataclasses.asdict(run.config)
-        keys = [k for k in p.key_params if not (k == "epsilon" and config.get("noisy"))]
-        params = ", ".join(f"{k}={config[k]}" for k in keys)
+        config = run.config
+        keys = [k for k in p.key_params if not (k == "epsilon" and getattr(config, "noisy",
+                                                                            False))]
+        params = ", ".join(f"{k}={records.get(config, records.canonical(type(config), k))}"
+                           for k in keys)
         assert flat(" ".join(below)) == flat(f"{params} ({p.notes})"), p.name
     from rljax.run.registry import ALGORITHMS
 

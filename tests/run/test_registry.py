@@ -10,6 +10,7 @@ import pytest
 from rljax import envs
 from rljax.agents.base import Agent
 from rljax.loops.state import Trainer
+from rljax.records import configure
 from rljax.run.config import RunConfig
 from rljax.run.presets import PRESETS
 from rljax.run.registry import ALGORITHMS, get_algorithm
@@ -36,15 +37,15 @@ def test_names_config_classes_and_descriptions():
 @pytest.mark.parametrize("name", sorted(TASKS))
 def test_factories_build_an_agent_and_a_trainer(name):
     algo = get_algorithm(name)
-    config = algo.config_cls(num_envs=4)
-    env = envs.make(TASKS[name], config.num_envs, seed=0)
+    config = configure(algo.config_cls, num_envs=4)
+    env = envs.make(TASKS[name], config.loop.num_envs, seed=0)
     agent = algo.make_agent(config, env.spec)
     assert isinstance(agent, Agent)
     trainer = algo.make_trainer(agent, env, config, 3, None)
     assert isinstance(trainer, Trainer)
     assert 1 <= trainer.updates_per_chunk <= 3 and trainer.num_seeds == 1
     # The driver sizes its chunks from the config's steps per update.
-    assert trainer.steps_per_update == config.steps_per_update
+    assert trainer.steps_per_update == config.loop.steps_per_update
 
 
 def test_unknown_algorithm_is_refused_with_the_list():

@@ -63,7 +63,7 @@ def test_resume_alone_continues_the_saved_configuration(copy, capsys):
 @pytest.mark.parametrize("extra,message", [
     (["--seed", "3"], "seed: checkpoint has 0, this run has 3"),
     (["--set", "gamma=0.9"], "config.gamma: checkpoint has 0.98, this run has 0.9"),
-    (["--num-envs", "4", "--seeds", "2"], "config.num_envs: checkpoint has 8, this run has 4; "
+    (["--num-envs", "4", "--seeds", "2"], "config.loop.num_envs: checkpoint has 8, this run has 4; "
                                           "num_seeds: checkpoint has 1, this run has 2"),
 ])
 def test_resume_refuses_what_a_resume_may_not_change(dqn_run, extra, message, capsys):
@@ -71,6 +71,46 @@ def test_resume_refuses_what_a_resume_may_not_change(dqn_run, extra, message, ca
     err = capsys.readouterr().err
     assert code == 2 and message in err and err.count("\n") == 1, err
     assert "(a resume may change only total_steps, chunk_steps, logdir" in err
+
+
+def _flat(config: dict) -> dict:
+    """An agent config dict as rljax wrote it before the loop and replay records."""
+    out = {}
+    for name, value in config.items():
+        out.update(value if name in ("loop", "replay") else {name: value})
+    return out
+
+
+def _as_old_run_dir(path: str) -> list[str]:
+    """Rewrites the run directory's config.json and checkpoint manifests with flat agent
+    config fields, as older rljax wrote them; returns the files rewritten."""
+    rewritten = []
+    for root, _, files in os.walk(path):
+        for name in files:
+            file = os.path.join(root, name)
+            try:
+                data = json.load(open(file))
+            except (UnicodeDecodeError, json.JSONDecodeError):
+                continue
+            run = data.get("run", data) if isinstance(data, dict) else None
+            if isinstance(run, dict) and isinstance(run.get("config"), dict):
+                run["config"] = _flat(run["config"])
+                json.dump(data, open(file, "w"))
+                rewritten.append(os.path.relpath(file, path))
+    return rewritten
+
+
+def test_a_run_directory_with_flat_config_fields_resumes_and_evaluates(copy, capsys):
+    rewritten = _as_old_run_dir(copy)
+    assert "config.json" in rewritten and any("checkpoint" in f for f in rewritten), rewritten
+    assert "replay" not in json.load(open(os.path.join(copy, "config.json")))["config"]
+    assert cli.main(["eval", copy, "--episodes", "2"]) == 0
+    assert json.loads(capsys.readouterr().out)["episodes"] == 2
+    assert cli.main(["train", "--resume", copy, "--total-steps", "6144", "--quiet"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["resumed_from_step"] == 4_096 and summary["env_steps"] == 6_144
+    config = json.load(open(os.path.join(copy, "config.json")))["config"]
+    assert config["replay"]["buffer_size"] == 2_048 and config["gamma"] == 0.98
 
 
 def test_resume_alone_in_the_api(copy):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from rljax import records
 from rljax.run.config import RunConfig
 from rljax.run.registry import ALGORITHMS
 
@@ -17,7 +18,8 @@ class Preset:
         name: preset name (``rljax train NAME``).
         run: the run it stands for (with ``preset=name``); the command line and
             :func:`rljax.run.presets.from_preset` override parts of it.
-        key_params: agent config fields shown by ``rljax presets``.
+        key_params: agent config fields shown by ``rljax presets`` (a record field by its
+            name alone or dotted: ``batch_size``, ``replay.batch_size``).
         notes: anything a user should know about the preset.
     """
 
@@ -29,7 +31,7 @@ class Preset:
     def __post_init__(self):
         if self.run.preset != self.name:
             raise ValueError(f"preset {self.name!r} holds a run named {self.run.preset!r}")
-        fields = {f.name for f in dataclasses.fields(self.run.config)}
+        fields = records.names(type(self.run.config))
         unknown = [k for k in self.key_params if k not in fields]
         if unknown:
             raise ValueError(f"preset {self.name!r}: key_params {unknown} are not fields of "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rljax.agents.ddpg import DDPGConfig
+from rljax.records import OffPolicyLoop, Replay
 from rljax.run.presets.base import Preset
 from rljax.run.presets.base import preset as _preset
 
@@ -13,12 +14,14 @@ PRESETS: list[Preset] = [
     _preset(
         name="reacher-ddpg",
         env_id="Reacher-v5",
-        config=DDPGConfig(env_steps_per_update=1, grad_steps=10, batch_size=256,
-                          learning_starts=5_000, buffer_size=300_000, batch_norm=False,
-                          lr_decay_steps=150_000, actor_weight_decay=0.0,
+        config=DDPGConfig(loop=OffPolicyLoop(num_envs=20, env_steps_per_update=1, grad_steps=10),
+                          replay=Replay(batch_size=256, buffer_size=300_000, learning_starts=5_000,
+                                        prioritized=True, beta=((0, 1.0),), priority_eps=1e-05,
+                                        initial_priorities=True),
+                          batch_norm=False, lr_decay_steps=150_000, actor_weight_decay=0.0,
                           critic_weight_decay=0.0, tau=5e-3, target_critic_init="copy",
-                          target_noise=0.2, noise="gaussian", gaussian_sigma=0.3,
-                          noise_scale=1.0, noise_decay=0.98, noise_scale_min=0.1),
+                          target_noise=0.2, noise="gaussian", gaussian_sigma=0.3, noise_scale=1.0,
+                          noise_decay=0.98, noise_scale_min=0.1),
         total_steps=500_000,
         threshold=-3.75,
         chunk_steps=20_000,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rljax.agents.dqn import DQNConfig
+from rljax.records import OffPolicyLoop, Replay
 from rljax.run.presets.base import Preset
 from rljax.run.presets.base import preset as _preset
 
@@ -13,10 +14,11 @@ PRESETS: list[Preset] = [
     _preset(
         name="cartpole-dqn",
         env_id="CartPole-v1",
-        config=DQNConfig(grad_steps=4, batch_size=64, buffer_size=50_000, learning_starts=1_000,
-                         n_step=3, hidden_sizes=(128, 128), lr=5e-4, max_grad_norm=10.0,
-                         target_period=50, epsilon=((0, 1.0), (300, 0.02)),
-                         beta=((0, 0.4), (9_375, 1.0))),
+        config=DQNConfig(loop=OffPolicyLoop(num_envs=8, env_steps_per_update=4, grad_steps=4),
+                         replay=Replay(batch_size=64, buffer_size=50_000, learning_starts=1_000,
+                                       n_step=3, prioritized=True, beta=((0, 0.4), (9_375, 1.0))),
+                         hidden_sizes=(128, 128), lr=5e-4, max_grad_norm=10.0, target_period=50,
+                         epsilon=((0, 1.0), (300, 0.02))),
         total_steps=300_000,
         threshold=475.0,
         key_params=_DQN_KEYS + ("n_step", "hidden_sizes", "learning_starts"),
@@ -40,8 +42,10 @@ PRESETS: list[Preset] = [
     _preset(
         name="breakout-dqn-500k",
         env_id="Breakout-v5",
-        config=DQNConfig(grad_steps=2, epsilon=((0, 1.0), (3_125, 0.1), (12_500, 0.01)),
-                         beta=((0, 0.4), (15_625, 1.0))),
+        config=DQNConfig(loop=OffPolicyLoop(num_envs=8, env_steps_per_update=4, grad_steps=2),
+                         replay=Replay(batch_size=32, buffer_size=2**14, prioritized=True,
+                                       beta=((0, 0.4), (15_625, 1.0))),
+                         epsilon=((0, 1.0), (3_125, 0.1), (12_500, 0.01))),
         total_steps=500_000,
         chunk_steps=10_240,
         key_params=_DQN_KEYS,
@@ -60,10 +64,12 @@ PRESETS += [
     _preset(
         name="cartpole-rainbow",
         env_id="CartPole-v1",
-        config=DQNConfig(grad_steps=4, batch_size=64, buffer_size=50_000, learning_starts=1_000,
-                         n_step=3, hidden_sizes=(128, 128), lr=5e-4, max_grad_norm=10.0,
-                         target_period=50, beta=((0, 0.4), (9_375, 1.0)), num_atoms=51,
-                         v_min=0.0, v_max=100.0, noisy=True, noisy_sigma0=0.5, alpha=0.5,
+        config=DQNConfig(loop=OffPolicyLoop(num_envs=8, env_steps_per_update=4, grad_steps=4),
+                         replay=Replay(batch_size=64, buffer_size=50_000, learning_starts=1_000,
+                                       n_step=3, prioritized=True, alpha=0.5,
+                                       beta=((0, 0.4), (9_375, 1.0))),
+                         hidden_sizes=(128, 128), lr=5e-4, max_grad_norm=10.0, target_period=50,
+                         num_atoms=51, v_min=0.0, v_max=100.0, noisy=True, noisy_sigma0=0.5,
                          adam_eps=1.5e-4),
         total_steps=300_000,
         threshold=475.0,
@@ -75,10 +81,11 @@ PRESETS += [
     _preset(
         name="breakout-rainbow",
         env_id="Breakout-v5",
-        config=DQNConfig(buffer_size=1_000_000, learning_starts=20_000, lr=6.25e-5,
-                         adam_eps=1.5e-4, alpha=0.5, beta=((0, 0.4), (312_500, 1.0)),
-                         noisy=True, noisy_sigma0=0.5, n_step=3, num_atoms=51, v_min=-10.0,
-                         v_max=10.0, max_grad_norm=10.0, target_period=250),
+        config=DQNConfig(replay=Replay(batch_size=32, buffer_size=1_000_000, learning_starts=20_000,
+                                       n_step=3, prioritized=True, alpha=0.5,
+                                       beta=((0, 0.4), (312_500, 1.0))),
+                         lr=6.25e-5, adam_eps=1.5e-4, noisy=True, noisy_sigma0=0.5, num_atoms=51,
+                         v_min=-10.0, v_max=10.0, max_grad_norm=10.0, target_period=250),
         total_steps=10_000_000,
         chunk_steps=10_240,
         key_params=_RAINBOW_KEYS,
@@ -90,9 +97,11 @@ PRESETS += [
     _preset(
         name="breakout-rainbow-500k",
         env_id="Breakout-v5",
-        config=DQNConfig(grad_steps=2, beta=((0, 0.4), (15_625, 1.0)), alpha=0.5,
-                         adam_eps=1.5e-4, noisy=True, noisy_sigma0=0.5, n_step=3,
-                         num_atoms=51, v_min=-10.0, v_max=10.0),
+        config=DQNConfig(loop=OffPolicyLoop(num_envs=8, env_steps_per_update=4, grad_steps=2),
+                         replay=Replay(batch_size=32, buffer_size=2**14, n_step=3, prioritized=True,
+                                       alpha=0.5, beta=((0, 0.4), (15_625, 1.0))),
+                         adam_eps=1.5e-4, noisy=True, noisy_sigma0=0.5, num_atoms=51, v_min=-10.0,
+                         v_max=10.0),
         total_steps=500_000,
         chunk_steps=10_240,
         key_params=_RAINBOW_KEYS,

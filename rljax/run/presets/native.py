@@ -12,6 +12,7 @@ from rljax.agents.ppo import PPOConfig
 from rljax.agents.pqn import PQNConfig
 from rljax.agents.sac import SACConfig
 from rljax.agents.td3 import TD3Config
+from rljax.records import OffPolicyLoop, OnPolicyLoop, Replay
 from rljax.run.presets.base import Preset
 from rljax.run.presets.base import preset as _preset
 
@@ -24,16 +25,17 @@ _PQN_KEYS = ("num_envs", "rollout_len", "num_epochs", "num_minibatches", "lr", "
 # 4 epochs x 8 minibatches, Adam 5e-3 annealed, entropy 1e-4, ReLU); PQN: purejaxql's
 # pqn_minatar settings (128 envs x 32 steps, 2 epochs x 32 minibatches, RAdam 5e-4
 # annealed, Q(0.65), epsilon 1 -> 0.05 over the first 10% of updates, LayerNorm).
-_MINATAR_PPO = PPOConfig(num_envs=64, rollout_len=128, num_epochs=4, num_minibatches=8,
-                         lr=5e-3, anneal_lr=True, entropy_coef=1e-4, activation="relu",
-                         gae_lambda=0.95, clip_eps=0.2, value_coef=0.5, max_grad_norm=0.5)
-_MINATAR_PQN = PQNConfig(num_envs=128, rollout_len=32, num_epochs=2, num_minibatches=32,
-                         lr=5e-4, anneal_lr=True, q_lambda=0.65, reward_scale=1.0,
-                         epsilon=((0, 1.0), (244, 0.05)), max_grad_norm=10.0)
-_CRAFTAX_PPO_RNN = PPOConfig(num_envs=1024, rollout_len=64, num_epochs=4, num_minibatches=8,
-                             lr=2e-4, anneal_lr=True, gae_lambda=0.8, entropy_coef=0.01,
-                             max_grad_norm=1.0, hidden_sizes=(512,), memory="gru",
-                             memory_size=512)
+_MINATAR_PPO = PPOConfig(loop=OnPolicyLoop(num_envs=64, rollout_len=128),
+                         num_epochs=4, num_minibatches=8, lr=5e-3, anneal_lr=True,
+                         entropy_coef=1e-4, activation="relu", gae_lambda=0.95, clip_eps=0.2,
+                         value_coef=0.5, max_grad_norm=0.5)
+_MINATAR_PQN = PQNConfig(loop=OnPolicyLoop(num_envs=128, rollout_len=32),
+                         num_epochs=2, num_minibatches=32, lr=5e-4, anneal_lr=True, q_lambda=0.65,
+                         reward_scale=1.0, epsilon=((0, 1.0), (244, 0.05)), max_grad_norm=10.0)
+_CRAFTAX_PPO_RNN = PPOConfig(loop=OnPolicyLoop(num_envs=1024, rollout_len=64),
+                             num_epochs=4, num_minibatches=8, lr=2e-4, anneal_lr=True,
+                             gae_lambda=0.8, entropy_coef=0.01, max_grad_norm=1.0,
+                             hidden_sizes=(512,), memory="gru", memory_size=512)
 _MINATAR = {"breakout": "Breakout", "space-invaders": "SpaceInvaders", "asterix": "Asterix",
             "freeway": "Freeway"}
 
@@ -57,8 +59,8 @@ def _minatar(game: str, name: str) -> list[Preset]:
 
 def _pendulum(algo: str, config_cls: type, note: str) -> Preset:
     return _preset(name=f"gymnax-pendulum-{algo}", env_id="gymnax:Pendulum-v1",
-                   config=config_cls(num_envs=4, learning_starts=1_000, random_steps=1_000,
-                                     buffer_size=100_000),
+                   config=config_cls(loop=OffPolicyLoop(num_envs=4, random_steps=1_000),
+                                     replay=Replay(buffer_size=100_000, learning_starts=1_000)),
                    total_steps=60_000, threshold=-200.0, chunk_steps=4_000,
                    stop_on_solve=False, key_params=("num_envs", "batch_size",
                                                     "learning_starts", "actor_lr",
@@ -73,7 +75,8 @@ PRESETS: list[Preset] = [
                   "steps, 4 x 4 minibatches, Adam 2.5e-3, tanh 64-64); the envs step inside "
                   "the program"),
     _preset(name="gymnax-cartpole-ppo-purejaxrl", env_id="gymnax:CartPole-v1",
-            config=PPOConfig(num_envs=4, rollout_len=128, lr=2.5e-4, anneal_lr=True),
+            config=PPOConfig(loop=OnPolicyLoop(num_envs=4, rollout_len=128),
+                             lr=2.5e-4, anneal_lr=True),
             total_steps=500_000, threshold=475.0, key_params=_PPO_KEYS,
             notes="PureJaxRL's CartPole PPO settings (4 envs x 128 steps, 4 x 4 "
                   "minibatches, Adam 2.5e-4 annealed, clip 0.2, entropy 0.01, tanh 64-64), "
@@ -90,9 +93,10 @@ PRESETS: list[Preset] = [
         ("td3", TD3Config, "the TD3 authors' settings (256-256, Adam 3e-4, tau 0.005, policy "
                            "delay 2, smoothing 0.2)"))],
     _preset(name="craftax-classic-ppo", env_id="craftax:Craftax-Classic-Symbolic-v1",
-            config=PPOConfig(num_envs=1024, rollout_len=64, num_epochs=4, num_minibatches=8,
-                             lr=2e-4, anneal_lr=True, gae_lambda=0.8, entropy_coef=0.01,
-                             max_grad_norm=1.0, hidden_sizes=(512, 512, 512)),
+            config=PPOConfig(loop=OnPolicyLoop(num_envs=1024, rollout_len=64),
+                             num_epochs=4, num_minibatches=8, lr=2e-4, anneal_lr=True,
+                             gae_lambda=0.8, entropy_coef=0.01, max_grad_norm=1.0,
+                             hidden_sizes=(512, 512, 512)),
             total_steps=1_000_000_000, chunk_steps=1_048_576, key_params=_PPO_KEYS,
             notes="Craftax's published PPO settings (1,024 envs x 64 steps, 4 x 8 "
                   "minibatches, Adam 2e-4 annealed, GAE(0.8), entropy 0.01, grad norm 1, "
@@ -106,11 +110,10 @@ PRESETS: list[Preset] = [
                   "entropy 0.01, grad norm 1, 512 units, GRU 512), 1B env steps: a GPU run"),
     _preset(name="craftax-classic-pqn-rnn",
             env_id="craftax:Craftax-Classic-Symbolic-v1",
-            config=PQNConfig(num_envs=1024, rollout_len=128, num_epochs=4, num_minibatches=4,
-                             lr=3e-4, anneal_lr=True, q_lambda=0.5, reward_scale=1.0,
-                             max_grad_norm=0.5, hidden_sizes=(512,),
-                             epsilon=((0, 1.0), (763, 0.005)), memory="gru",
-                             memory_size=512),
+            config=PQNConfig(loop=OnPolicyLoop(num_envs=1024, rollout_len=128),
+                             num_epochs=4, num_minibatches=4, lr=3e-4, anneal_lr=True,
+                             q_lambda=0.5, reward_scale=1.0, max_grad_norm=0.5, hidden_sizes=(512,),
+                             epsilon=((0, 1.0), (763, 0.005)), memory="gru", memory_size=512),
             total_steps=1_000_000_000, chunk_steps=1_048_576,
             key_params=_PQN_KEYS + ("memory", "memory_size"),
             notes="purejaxql's pqn_rnn_craftax settings (1,024 envs x 128 steps, 4 x 4 "
@@ -120,16 +123,18 @@ PRESETS: list[Preset] = [
                   "1B env steps: a GPU run"),
     _preset(name="craftax-classic-ppo-rnn-cpu",
             env_id="craftax:Craftax-Classic-Symbolic-v1",
-            config=dataclasses.replace(_CRAFTAX_PPO_RNN, num_envs=64),
+            config=dataclasses.replace(_CRAFTAX_PPO_RNN, loop=dataclasses.replace(
+                _CRAFTAX_PPO_RNN.loop, num_envs=64)),
             total_steps=2_000_000, chunk_steps=65_536,
             key_params=_PPO_KEYS + ("memory", "memory_size"),
             notes="craftax-classic-ppo-rnn with 64 envs and a 2M-step budget, for CPUs, "
                   "beside craftax-classic-ppo-cpu"),
     _preset(name="craftax-classic-ppo-cpu",
             env_id="craftax:Craftax-Classic-Symbolic-v1",
-            config=PPOConfig(num_envs=64, rollout_len=64, num_epochs=4, num_minibatches=8,
-                             lr=2e-4, anneal_lr=True, gae_lambda=0.8, entropy_coef=0.01,
-                             max_grad_norm=1.0, hidden_sizes=(512, 512, 512)),
+            config=PPOConfig(loop=OnPolicyLoop(num_envs=64, rollout_len=64),
+                             num_epochs=4, num_minibatches=8, lr=2e-4, anneal_lr=True,
+                             gae_lambda=0.8, entropy_coef=0.01, max_grad_norm=1.0,
+                             hidden_sizes=(512, 512, 512)),
             total_steps=2_000_000, chunk_steps=65_536, key_params=_PPO_KEYS,
             notes="craftax-classic-ppo with 64 envs and a 2M-step budget, for CPUs"),
 ]

@@ -3,21 +3,22 @@
 from __future__ import annotations
 
 from rljax.agents.ppo import PPOConfig
+from rljax.records import OnPolicyLoop
 from rljax.run.presets.base import Preset
 from rljax.run.presets.base import preset as _preset
 
 # PPO: rollout-then-learn on the on-policy loop.
-_ATARI_PPO = PPOConfig(num_envs=8, rollout_len=128, num_epochs=4, num_minibatches=4,
-                       lr=2.5e-4, anneal_lr=True, clip_eps=0.1, value_clip_eps=0.1,
-                       entropy_coef=0.01, value_coef=0.25, max_grad_norm=0.5, gae_lambda=0.95,
-                       shared_torso=True)
+_ATARI_PPO = PPOConfig(loop=OnPolicyLoop(num_envs=8, rollout_len=128),
+                       num_epochs=4, num_minibatches=4, lr=2.5e-4, anneal_lr=True, clip_eps=0.1,
+                       value_clip_eps=0.1, entropy_coef=0.01, value_coef=0.25, max_grad_norm=0.5,
+                       gae_lambda=0.95, shared_torso=True)
 _PPO_KEYS = ("num_envs", "rollout_len", "num_epochs", "num_minibatches", "lr", "clip_eps",
              "entropy_coef", "gae_lambda")
 # The MuJoCo PPO reference (Schulman et al.'s MuJoCo settings as the envpool and CleanRL
 # continuous-action scripts run them): 2,048 steps per update, 10 epochs x 32 minibatches.
-_MUJOCO_PPO = PPOConfig(num_envs=16, rollout_len=128, num_epochs=10, num_minibatches=32,
-                        lr=3e-4, anneal_lr=True, clip_eps=0.2, value_clip_eps=0.2,
-                        entropy_coef=0.0, value_coef=0.25, max_grad_norm=0.5,
+_MUJOCO_PPO = PPOConfig(loop=OnPolicyLoop(num_envs=16, rollout_len=128),
+                        num_epochs=10, num_minibatches=32, lr=3e-4, anneal_lr=True, clip_eps=0.2,
+                        value_clip_eps=0.2, entropy_coef=0.0, value_coef=0.25, max_grad_norm=0.5,
                         gae_lambda=0.95, gamma=0.99, normalize_obs=True, reward_scaling=True)
 _MUJOCO_PPO_NOTE = ("the MuJoCo PPO reference: 2,048 steps per update (16 envs x 128 here, "
                     "1 env x 2,048 there), 10 epochs x 32 minibatches of 64, Adam 3e-4 "

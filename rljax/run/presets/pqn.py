@@ -5,13 +5,14 @@ from __future__ import annotations
 import dataclasses
 
 from rljax.agents.pqn import PQNConfig
+from rljax.records import OnPolicyLoop
 from rljax.run.presets.base import Preset
 from rljax.run.presets.base import preset as _preset
 
 # PQN: LayerNorm Q-learning from Q(lambda) targets on the on-policy loop.
-_ATARI_PQN = PQNConfig(num_envs=128, rollout_len=32, num_epochs=2, num_minibatches=32,
-                       lr=2.5e-4, q_lambda=0.65, reward_scale=1.0,
-                       epsilon=((0, 1.0), (244, 0.001)))
+_ATARI_PQN = PQNConfig(loop=OnPolicyLoop(num_envs=128, rollout_len=32),
+                       num_epochs=2, num_minibatches=32, lr=2.5e-4, q_lambda=0.65,
+                       reward_scale=1.0, epsilon=((0, 1.0), (244, 0.001)))
 _PQN_KEYS = ("num_envs", "rollout_len", "num_epochs", "num_minibatches", "lr", "q_lambda",
              "epsilon")
 PRESETS: list[Preset] = [

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rljax.agents.sac import SACConfig
 from rljax.agents.td3 import TD3Config
+from rljax.records import OffPolicyLoop, Replay
 from rljax.run.presets.base import Preset
 from rljax.run.presets.base import preset as _preset
 
@@ -12,8 +13,9 @@ from rljax.run.presets.base import preset as _preset
 _TD3_KEYS = ("num_envs", "env_steps_per_update", "grad_steps", "batch_size", "buffer_size",
              "learning_starts", "actor_lr", "critic_lr", "tau")
 _SAC_KEYS = _TD3_KEYS + ("init_temperature", "target_entropy")
-_REACHER_REPLAY = dict(num_envs=20, env_steps_per_update=1, grad_steps=10, batch_size=256,
-                       learning_starts=5_000, random_steps=5_000, buffer_size=300_000)
+_REACHER_LOOP = OffPolicyLoop(num_envs=20, env_steps_per_update=1, grad_steps=10,
+                              random_steps=5_000)
+_REACHER_REPLAY = Replay(batch_size=256, buffer_size=300_000, learning_starts=5_000)
 _REACHER_WORK = ("20 envs, 10 gradient steps of 256 per 20 env steps (half the papers' "
                  "gradient work per env step), 5k random steps, 300k replay")
 _REACHER_NOTE = f"{_REACHER_WORK}, 256-256 networks, Adam 3e-4"
@@ -23,8 +25,9 @@ PRESETS: list[Preset] = [
     # reacher-td3's gamma, learning rate and networks against the paper's:
     # docs/results.md#reacher-td3.
     _preset(name="reacher-td3", env_id="Reacher-v5",
-            config=TD3Config(**_REACHER_REPLAY, gamma=0.97, actor_lr=1e-3, critic_lr=1e-3,
-                             actor_hidden=(150, 150), critic_hidden=(150, 150)),
+            config=TD3Config(loop=_REACHER_LOOP, replay=_REACHER_REPLAY, gamma=0.97,
+                             actor_lr=1e-3, critic_lr=1e-3, actor_hidden=(150, 150),
+                             critic_hidden=(150, 150)),
             total_steps=1_000_000, threshold=-3.75, chunk_steps=20_000, stop_on_solve=False,
             eval_every=20_000, eval_episodes=100,
             key_params=_TD3_KEYS + ("gamma", "actor_hidden", "critic_hidden"),
@@ -34,7 +37,8 @@ PRESETS: list[Preset] = [
                   "policy evaluated on 100 episodes every 20k steps; the paper's "
                   "configuration is halfcheetah-td3's with --env Reacher-v5"),
     _preset(name="reacher-sac", env_id="Reacher-v5",
-            config=SACConfig(**_REACHER_REPLAY), total_steps=1_000_000, threshold=-3.75,
+            config=SACConfig(loop=_REACHER_LOOP, replay=_REACHER_REPLAY),
+            total_steps=1_000_000, threshold=-3.75,
             chunk_steps=20_000, stop_on_solve=False, eval_every=20_000, eval_episodes=100,
             key_params=_SAC_KEYS,
             notes=f"tuned for this CPU: {_REACHER_NOTE}, temperature from 1 learned toward "
