@@ -39,6 +39,7 @@ from rljax.types import Split
 
 
 def check_member_seeds(member_seeds: Sequence[int]) -> list[int]:
+    """The members' run seeds as ints; ValueError unless each is in ``[0, 2**31)``."""
     seeds = [int(s) for s in member_seeds]
     if not seeds or any(not 0 <= s < 2**31 for s in seeds):
         raise ValueError(f"member_seeds must hold num_seeds={len(seeds)} seeds in [0, 2**31), "
@@ -55,7 +56,7 @@ def members(task_id: str, num_envs: int, member_seeds: Sequence[int], **options:
     seeds = check_member_seeds(member_seeds)
     if envs.vmappable(task_id):
         member_envs = [envs.make(task_id, num_envs, s, **options) for s in seeds]
-        return _vmapped_members(member_envs[0], member_envs)
+        return _vmapped_members(member_envs)
     pool = envs.make(task_id, num_envs * len(seeds),
                      [e for s in seeds for e in env_seeds(s, num_envs)], **options)
     return _pooled_members(pool, len(seeds))
@@ -65,8 +66,8 @@ def _stack(trees: list) -> Any:
     return jax.tree.map(lambda *x: jnp.stack(x), *trees)
 
 
-def _vmapped_members(first: Env, member_envs: list[Env]) -> Env:
-    count = len(member_envs)
+def _vmapped_members(member_envs: list[Env]) -> Env:
+    first, count = member_envs[0], len(member_envs)
 
     def reset() -> EnvState:
         return _stack([e.reset() for e in member_envs])

@@ -3,8 +3,9 @@
 A single-run :class:`Trainer` is written for one agent and ``B`` envs. Built on
 the env of ``M`` members (:func:`rljax.parallel.envs.members`: a JAX-native env vmapped
 over the members' seeds, or one envpool pool of ``M * B`` envs whose step has a
-batching rule over members), its pure pieces are vmapped over a leading member axis: each member has its own parameters, optimizer, replay, exploration
-noise, PRNG key and envs, and nothing is shared or averaged.
+batching rule over members), its pure pieces are vmapped over a leading member axis:
+each member has its own parameters, optimizer, replay, exploration noise, PRNG key and
+envs, and nothing is shared or averaged.
 
 Members differ by seed (``--seeds``) and, in a sweep (``--sweep``), by the value
 of one numeric hyperparameter, which then enters the program as a per-member
