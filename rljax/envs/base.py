@@ -139,6 +139,11 @@ def env_seeds(seed: int, num_envs: int) -> list[int]:
     ``i`` seeded ``seed + i``, would give seeds 0 and 1 fifteen envs in common at
     16 envs), and a pool holding several runs' envs reproduces each run exactly.
     """
-    return [(seed * SEED_STRIDE + i) % 2**31 for i in range(num_envs)]
+    return [env_seed(seed, i) for i in range(num_envs)]
+
+
+def env_seed(seed: int, i: int) -> int:
+    """The seed of env ``i`` of run ``seed`` (:func:`env_seeds`)."""
+    return (seed * SEED_STRIDE + i) % 2**31
 
 

@@ -99,8 +99,8 @@ def make(task_id: str, num_envs: int = 8, seed: int | Sequence[int] = 0,
 
     merged = check_options(task_id, num_envs, seed, options)
     total = int(num_envs)
+    _check_pool_memory(task_id, total)  # before reading a seed per env
     seeds = resolve_seeds(seed, total)
-    _check_pool_memory(task_id, total)
     with warnings.catch_warnings():
         # gymnasium warns that float64 Box bounds are stored as float32: harmless here.
         warnings.filterwarnings("ignore", message=".*precision lowered.*")
@@ -171,4 +171,4 @@ def _check_pool_memory(task_id: str, num_envs: int) -> None:
     space, _ = task_spaces(task_spec(task_id))
     need = resources.env_pool_bytes(num_envs, space.shape, space.dtype)
     what = f"{num_envs:,} envpool envs"
-    resources.check_fits({what: need}, {what: "num_envs (times the number of members)"})
+    resources.check_fits({what: need}, {what: "num_envs"})

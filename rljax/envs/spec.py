@@ -223,9 +223,12 @@ def check_options(task_id: str, num_envs: Any, seed: Any, options: dict[str, Any
     check_task_id(task_id)
     if isinstance(num_envs, bool) or not isinstance(num_envs, int | np.integer) or num_envs < 1:
         raise ValueError(f"num_envs must be an integer >= 1, got {num_envs!r}")
+    from collections.abc import Sequence
+
     from rljax.envs.base import resolve_seeds
 
-    resolve_seeds(seed, int(num_envs))
+    if not isinstance(seed, Sequence):  # every env's seeds are checked once they are read
+        resolve_seeds(seed, 1)
     spec = task_spec(task_id)
     check_spaces(task_id, spec)
     fields = spec.config._fields

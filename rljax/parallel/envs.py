@@ -33,7 +33,7 @@ import jax
 import jax.numpy as jnp
 
 from rljax import envs
-from rljax.envs.base import Env, EnvState, StepResult, env_seeds
+from rljax.envs.base import Env, EnvState, StepResult, env_seed, env_seeds
 from rljax.envs.stats import init_stats, update_stats
 from rljax.types import Split
 
@@ -57,9 +57,28 @@ def members(task_id: str, num_envs: int, member_seeds: Sequence[int], **options:
     if envs.vmappable(task_id):
         member_envs = [envs.make(task_id, num_envs, s, **options) for s in seeds]
         return _vmapped_members(member_envs)
-    pool = envs.make(task_id, num_envs * len(seeds),
-                     [e for s in seeds for e in env_seeds(s, num_envs)], **options)
+    pool = envs.make(task_id, num_envs * len(seeds), _MemberEnvSeeds(seeds, num_envs),
+                     **options)
     return _pooled_members(pool, len(seeds))
+
+
+class _MemberEnvSeeds(Sequence):
+    """Every env's seed of the members, member-major (member ``k``'s are its single run's),
+    computed as read: a pool refused for its size never lists them."""
+
+    def __init__(self, seeds: list[int], num_envs: int):
+        self.seeds, self.num_envs = seeds, num_envs
+
+    def __len__(self) -> int:
+        return len(self.seeds) * self.num_envs
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        member, env = divmod(i, self.num_envs)
+        return env_seed(self.seeds[member], env)
 
 
 def _stack(trees: list) -> Any:
