@@ -9,12 +9,14 @@ A task id names its backend: bare ids are envpool's (``CartPole-v1``, ``Breakout
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from rljax.envs.base import Env
 from rljax.envs.base import EnvState
 from rljax.envs.base import StepResult
 from rljax.envs.base import env_seeds
+from rljax.envs.base import resolve_seeds
 from rljax.envs.spec import EnvSpec
 from rljax.envs.spec import all_task_ids
 from rljax.envs.stats import EpisodeStats
@@ -26,11 +28,14 @@ def is_native(task_id: str) -> bool:
     return isinstance(task_id, str) and ":" in task_id
 
 
-def make(task_id: str, num_envs: int = 8, seed: int = 0, **kwargs: Any) -> Env:
-    """Builds a batched env of ``task_id`` with the backend its id names.
+def make(task_id: str, num_envs: int = 8, seed: int | Sequence[int] = 0,
+         **kwargs: Any) -> Env:
+    """Builds one run's batched env of ``task_id`` with the backend its id names.
 
-    Arguments as :func:`rljax.envs.pool.make` (envpool) takes them; JAX-native suites
-    (:func:`rljax.envs.native.make`) take the same ones, and their own options.
+    Arguments as :func:`rljax.envs.pool.make` (envpool) takes them: ``seed`` is the run's
+    seed or every env's own; JAX-native suites (:func:`rljax.envs.native.make`) take the
+    same ones, and their own options. Several members' envs (seeds, sweep values) and
+    data-parallel shards are composed around this env by :mod:`rljax.parallel.envs`.
     """
     if is_native(task_id):
         from rljax.envs import native
@@ -47,6 +52,12 @@ def make(task_id: str, num_envs: int = 8, seed: int = 0, **kwargs: Any) -> Env:
     from rljax.envs import pool
 
     return pool.make(task_id, num_envs, seed, **kwargs)
+
+
+def vmappable(task_id: str) -> bool:
+    """Whether the backend of ``task_id`` builds vmappable envs (``EnvSpec.vmappable``):
+    JAX-native suites do; envpool does not (one pool holds several members' envs)."""
+    return is_native(task_id)
 
 
 def check_task(task_id: str) -> None:
@@ -95,6 +106,8 @@ __all__ = [
     "is_native",
     "make",
     "recent_mean_return",
+    "resolve_seeds",
     "reward_threshold",
     "task_ids",
+    "vmappable",
 ]

@@ -13,8 +13,9 @@ episode's first; every step is a transition (``valid`` is always True). Terminat
 bootstrapping, truncated (the suite's time limit) bootstraps from the final observation.
 
 Each env ``i`` of run ``seed`` draws from ``PRNGKey(env_seeds(seed, n)[i])``, the
-envpool backend's per-env seeds, so members and data shards reproduce the single run's
-envs. Image observations of MinAtar (``[10, 10, C]`` float) are flattened to vectors,
+envpool backend's per-env seeds, so members (the env vmapped over their seeds) and data
+shards (built from their envs' seeds; :mod:`rljax.parallel.envs`) reproduce the single
+run's envs. Image observations of MinAtar (``[10, 10, C]`` float) are flattened to vectors,
 as PureJaxRL's MinAtar agents take them (option ``flatten=False`` keeps the grid).
 
 A suite is one :class:`Suite` entry: how to make an env by name, how to list names, and
@@ -25,7 +26,6 @@ needs only that entry.
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 import functools
 import importlib.util
@@ -37,10 +37,10 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from rljax.envs.base import Env, EnvState, StepResult, env_seeds
+from rljax.envs.base import Env, EnvState, StepResult, resolve_seeds
 from rljax.envs.spec import EnvSpec
 from rljax.envs.stats import init_stats, update_stats
-from rljax.types import Array, Split
+from rljax.types import Array
 
 _GYMNAX_TASKS = ("CartPole-v1", "Acrobot-v1", "MountainCar-v0", "Pendulum-v1",
                  "MountainCarContinuous-v0", "Breakout-MinAtar", "Asterix-MinAtar",
@@ -209,7 +209,7 @@ def task_spec(task_id: str, num_envs: int = 1, **options: Any) -> EnvSpec:
                    max_episode_steps=suite.time_limit(params),
                    reward_threshold=_THRESHOLDS.get(name) if suite.package == "gymnax" else None,
                    is_atari=False, options=tuple(sorted(options.items())),
-                   resets_in_step=True)
+                   resets_in_step=True, vmappable=True)
 
 
 def achievement_names(task_id: str) -> tuple[str, ...] | None:
@@ -245,34 +245,40 @@ class Handle:
     key: Array
 
 
-def make(task_id: str, num_envs: int = 8, seed: int = 0, *, num_seeds: int = 1,
-         member_seeds: Sequence[int] | None = None, member_axis: bool | None = None,
-         data_shard: tuple[int, int, Split] | None = None, **options: Any) -> Env:
+def make(task_id: str, num_envs: int = 8, seed: int | Sequence[int] = 0,
+         **options: Any) -> Env:
     """Builds ``num_envs`` JAX-native envs of ``task_id`` (see the module docstring).
 
-    The arguments are :func:`rljax.envs.make`'s. With several members (``num_seeds > 1``
-    or ``member_axis``) ``reset()`` returns states with a leading member axis, built by
-    vmapping the env over the members' keys; ``step`` is vmapped by the caller.
+    ``seed`` is the run's seed or every env's own (:func:`rljax.envs.base.resolve_seeds`).
+    The env is ``spec.vmappable``: its ``step`` is the same function for every seed, and
+    :mod:`rljax.parallel.envs` vmaps it over members.
     """
     spec = task_spec(task_id, num_envs, **options)
-    if isinstance(num_seeds, bool) or not isinstance(num_seeds, int) or num_seeds < 1:
-        raise ValueError(f"num_seeds must be an integer >= 1, got {num_seeds!r}")
-    member_seeds = [int(seed) + k for k in range(num_seeds)] if member_seeds is None else [
-        int(s) for s in member_seeds]
-    if len(member_seeds) != num_seeds or any(not 0 <= s < 2**31 for s in member_seeds):
-        raise ValueError(f"member_seeds must hold num_seeds={num_seeds} seeds in [0, 2**31), "
-                         f"got {member_seeds!r}")
+    n = int(num_envs)
+    if n < 1:
+        raise ValueError(f"num_envs must be an integer >= 1, got {num_envs!r}")
+    seeds = np.asarray(resolve_seeds(seed, n), np.int64)
+    initial, step = _functions(task_id, n, tuple(sorted(options.items())))
+
+    def reset() -> EnvState:
+        return initial(seeds)
+
+    def state_shapes() -> EnvState:
+        return jax.eval_shape(initial, seeds)
+
+    return Env(spec=spec, pool=None, reset=reset, step=step, host_step=None,
+               state_shapes=state_shapes, achievement_names=achievement_names(task_id))
+
+
+@functools.cache
+def _functions(task_id: str, n: int, options: tuple) -> tuple[Callable, Callable]:
+    """``(initial, step)`` of ``n`` envs of ``task_id``: ``initial(seeds [n])`` (jitted) and
+    ``step``, shared by every env built alike, whatever its seeds (members' envs compile
+    their reset once)."""
+    options = dict(options)
+    spec = task_spec(task_id, n, **options)
     suite, _ = check_task(task_id)
     env, params = _env(task_id, options.get("max_episode_steps"))
-    n = int(num_envs)
-    stats_envs, shard_slice = n, slice(0, n)
-    if data_shard is not None:
-        shard, shards, _ = data_shard
-        if num_seeds != 1 or member_axis or not 0 <= shard < shards:
-            raise ValueError(f"data_shard={data_shard[:2]!r} needs one member and a shard index "
-                             "in [0, count)")
-        stats_envs, shard_slice = n * shards, slice(shard * n, (shard + 1) * n)
-    spec = dataclasses.replace(spec, num_seeds=num_seeds)
     flat = len(spec.obs_shape) == 1
     ach = suite.achievements
     resets = max(1, n // options.get("reset_ratio", suite.reset_ratio))
@@ -313,8 +319,8 @@ def make(task_id: str, num_envs: int = 8, seed: int = 0, *, num_seeds: int = 1,
         inner = jax.tree.map(pick, fresh, stepped)
         return inner, keys, final, pick(first_obs, final), reward, terminated, truncated, achieved
 
-    def initial(member_seed: Array) -> EnvState:
-        seeds = jnp.asarray(member_seed, jnp.uint32)
+    def initial(env_seeds: Array) -> EnvState:
+        seeds = jnp.asarray(env_seeds, jnp.uint32)
         obs, inner, keys = jax.vmap(reset_one)(jax.vmap(jax.random.PRNGKey)(seeds))
         extras = None
         if ach is not None:
@@ -322,35 +328,14 @@ def make(task_id: str, num_envs: int = 8, seed: int = 0, *, num_seeds: int = 1,
             extras = {"achieved": jnp.zeros((k,), jnp.float32),
                       "episodes": jnp.zeros((), jnp.float32)}
         return EnvState(handle=Handle(inner=inner, key=keys), obs=obs,
-                        done=jnp.zeros((n,), bool), stats=init_stats(stats_envs),
-                        extras=extras)
-
-    seeds = np.asarray([env_seeds(s, stats_envs)[shard_slice] for s in member_seeds],
-                       np.int64)
-    if member_axis is None:
-        member_axis = num_seeds > 1
-
-    def reset(key: Array | None = None) -> EnvState:
-        if member_axis:
-            return jax.jit(jax.vmap(initial))(seeds)
-        return jax.jit(initial)(seeds[0])
-
-    def state_shapes() -> EnvState:
-        return jax.eval_shape(lambda: jax.vmap(initial)(seeds) if member_axis else initial(
-            seeds[0]))
+                        done=jnp.zeros((n,), bool), stats=init_stats(n), extras=extras)
 
     def step(state: EnvState, action: Array) -> tuple[EnvState, StepResult]:
         inner, keys, final, next_obs, reward, terminated, truncated, achieved = step_all(
             state.handle.inner, state.handle.key, action)
         valid = jnp.ones_like(terminated)
         episode_end = terminated | truncated
-        if data_shard is None:
-            stats, ep_ret, ep_len = update_stats(state.stats, reward, valid, episode_end)
-        else:  # every shard's envs, in the unsharded run's order
-            split = data_shard[2]
-            stats, ep_ret, ep_len = update_stats(
-                state.stats, *split.gather((reward, valid, episode_end)))
-            ep_ret, ep_len = split.local((ep_ret, ep_len))
+        stats, ep_ret, ep_len = update_stats(state.stats, reward, valid, episode_end)
         extras = state.extras
         if extras is not None:
             ended = episode_end.astype(jnp.float32)
@@ -359,8 +344,6 @@ def make(task_id: str, num_envs: int = 8, seed: int = 0, *, num_seeds: int = 1,
         new_state = EnvState(handle=Handle(inner=inner, key=keys), obs=next_obs,
                              done=episode_end, stats=stats, extras=extras)
         return new_state, StepResult(final, reward, terminated, truncated, valid, episode_end,
-                                     ep_ret, ep_len)
+                                     ep_ret, ep_len, reward)
 
-    return Env(spec=spec, pool=None, reset=reset, step=step, host_step=None,
-               state_shapes=state_shapes,
-               achievement_names=suite.achievement_names() if ach is not None else None)
+    return jax.jit(initial), step

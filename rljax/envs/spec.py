@@ -47,10 +47,13 @@ class EnvSpec:
         reward_threshold: the task's "solved" mean return, when envpool defines one.
         is_atari: whether the task is an Atari game (frame stacks, lives).
         options: the envpool options in force (user options over rljax defaults).
-        num_seeds: independent runs sharing the pool (``num_envs`` envs each).
+        num_seeds: independent runs (members) the env holds, ``num_envs`` envs each, with
+            a leading member axis on its states (composed by :mod:`rljax.parallel.envs`).
         resets_in_step: an env whose episode ends resets in the same step (JAX-native
             envs): no reset step follows, and the step's ``StepResult.obs`` (the final
             observation) differs from the state's next ``obs``.
+        vmappable: ``reset``/``step`` are plain JAX functions (JAX-native envs): members
+            vmap the env of one run; otherwise (envpool) one env holds every member's envs.
     """
 
     task_id: str
@@ -67,6 +70,7 @@ class EnvSpec:
     options: tuple[tuple[str, Any], ...] = ()
     num_seeds: int = 1
     resets_in_step: bool = False
+    vmappable: bool = False
 
     @property
     def discrete(self) -> bool:
@@ -219,8 +223,12 @@ def check_options(task_id: str, num_envs: Any, seed: Any, options: dict[str, Any
     check_task_id(task_id)
     if isinstance(num_envs, bool) or not isinstance(num_envs, int | np.integer) or num_envs < 1:
         raise ValueError(f"num_envs must be an integer >= 1, got {num_envs!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or not 0 <= seed < 2**31:
-        raise ValueError(f"seed must be an integer in [0, 2**31), got {seed!r}")
+    from collections.abc import Sequence
+
+    from rljax.envs.base import resolve_seeds
+
+    if not isinstance(seed, Sequence):  # every env's seeds are checked once they are read
+        resolve_seeds(seed, 1)
     spec = task_spec(task_id)
     check_spaces(task_id, spec)
     fields = spec.config._fields

@@ -15,11 +15,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rljax import envs
+from rljax.envs import Env
 
 
-def make_evaluator(policy: Callable, task_id: str, episodes: int, seed: int,
-                   env_options: dict[str, Any] | None = None, *,
+def make_evaluator(policy: Callable, env: Env, *,
                    policy_init: Callable[[int], Any] | None = None) -> Callable[[Any], dict]:
     """Builds ``evaluate(params) -> {"returns", "lengths", "return_mean", ...}``.
 
@@ -30,14 +29,10 @@ def make_evaluator(policy: Callable, task_id: str, episodes: int, seed: int,
             an episode.
         policy_init: ``policy_init(batch_size) -> carry`` of a stateful policy
             (``Agent.policy_init``); None: ``policy`` is stateless.
-        task_id: envpool task id.
-        episodes: number of evaluation episodes (one env each), >= 1.
-        seed: seed of the evaluation envs (keep it apart from training's).
-        env_options: envpool options, as in training.
+        env: the evaluation envs, one per episode, built by the caller (the run layer's
+            ``rljax.run.build.make_env``) with a seed apart from training's and the
+            training envs' options.
     """
-    if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
-        raise ValueError(f"episodes must be an integer >= 1, got {episodes!r}")
-    env = envs.make(task_id, episodes, seed, **(env_options or {}))
     # Generous bound: an episode lasts at most max_episode_steps steps; Atari games
     # with episodic_life add one reset step per lost life.
     max_steps = env.spec.max_episode_steps + 16

@@ -4,8 +4,9 @@ This module is where data-parallel learning lives, for every agent and loop alik
 the only code (with :mod:`rljax.parallel.devices`) that names a mesh axis.
 
 The run's ``num_envs`` envs are split into equal shards along a 1-D device mesh (axis
-``"data"``); each device steps its shard (its own envpool pool, seeded as those envs are
-in a one-device run) and holds a copy of the agent's parameters and optimizer state.
+``"data"``); each device steps its shard (its own env, seeded as those envs are in a
+one-device run: :func:`rljax.parallel.envs.shard`) and holds a copy of the agent's
+parameters and optimizer state.
 Per update:
 
 1. **Acting** (both loops, through :func:`split`): each device gathers every shard's
@@ -50,10 +51,10 @@ import jax
 import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from rljax import envs
 from rljax.envs.base import Env, EnvState
 from rljax.loops.state import LoopState, Trainer
 from rljax.parallel import devices, multihost
+from rljax.parallel import envs as parallel_envs
 from rljax.types import Split
 
 AXIS = "data"
@@ -72,7 +73,7 @@ def check_split(num_envs: int, num_devices: int, batch_size: int | None = None) 
 
 
 def make_env(task_id: str, num_envs: int, seed: int, mesh: Mesh, **options) -> Env:
-    """The run's ``num_envs`` envs in one pool per device of ``mesh``.
+    """The run's ``num_envs`` envs in one shard per device of ``mesh``.
 
     ``reset()`` returns the global state: ``obs`` and ``done`` ``[num_envs, ...]`` and the
     pools' handles split over the mesh, the episode statistics (of all envs) replicated.
@@ -81,8 +82,8 @@ def make_env(task_id: str, num_envs: int, seed: int, mesh: Mesh, **options) -> E
     count = mesh.devices.size
     check_split(num_envs, count)
     pools, first, step = devices.device_pools(
-        mesh, AXIS, lambda i: envs.make(task_id, num_envs // count, seed,
-                                        data_shard=(i, count, split()), **options))
+        mesh, AXIS, lambda i: parallel_envs.shard(task_id, num_envs // count, seed, i, count,
+                                                  split(), **options))
 
     def reset() -> EnvState:
         # The envs' arrays (handle, obs, done) are split; the statistics, of all envs,

@@ -6,12 +6,12 @@ A many-member run keeps a leading member axis ``[M]`` on every leaf of its state
 ``M / D`` members, their parameters, replay and envs, and runs the vmapped
 chunk on them (``jax.shard_map``). Nothing crosses devices while training.
 
-envpool's XLA step names its pool by a compile-time attribute, so one program
-cannot point different devices at different pools through an operand. Each
-device gets its own pool (its members' envs, seeded as in single runs), and the
-env step is a ``lax.switch`` on the device's index along the mesh axis whose
-branch ``d`` calls pool ``d``: every device compiles the same program and runs
-only its own branch.
+Each device gets its own members' envs (:func:`rljax.parallel.envs.members`, seeded as
+in single runs). envpool's XLA step names its pool by a compile-time attribute, so one
+program cannot point different devices at different pools through an operand: the env
+step is a ``lax.switch`` on the device's index along the mesh axis whose branch ``d``
+steps device ``d``'s envs. Every device compiles the same program and runs only its own
+branch (for JAX-native envs the branches are the same function).
 
 Across hosts the same program runs under ``jax.distributed.initialize()`` (JAX's
 own runtime): each process builds pools for its addressable devices only, the
@@ -29,8 +29,8 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from rljax import envs
 from rljax.envs.base import Env, EnvState
+from rljax.parallel import envs as parallel_envs
 from rljax.parallel import multihost
 from rljax.parallel.members import seed_keys
 
@@ -103,9 +103,8 @@ def make_sharded_env(task_id: str, num_envs: int, member_seeds: Sequence[int], m
     per = num_members // num_devices
 
     def make_pool(i: int) -> Env:
-        seeds = list(member_seeds[i * per:(i + 1) * per])
-        return envs.make(task_id, num_envs, seeds[0], num_seeds=per, member_seeds=seeds,
-                         member_axis=True, **options)
+        return parallel_envs.members(task_id, num_envs, member_seeds[i * per:(i + 1) * per],
+                                     **options)
 
     pools, first, step = device_pools(mesh, AXIS, make_pool)
 

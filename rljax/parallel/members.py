@@ -1,10 +1,11 @@
 """Many independent runs (*members*) in one compiled program.
 
 A single-run :class:`Trainer` is written for one agent and ``B`` envs. Built on
-an env made with ``num_seeds=M`` (one envpool pool of ``M * B`` envs whose step
-has a batching rule over members), its pure pieces are vmapped over a leading
-member axis: each member has its own parameters, optimizer, replay, exploration
-noise, PRNG key and envs, and nothing is shared or averaged.
+the env of ``M`` members (:func:`rljax.parallel.envs.members`: a JAX-native env vmapped
+over the members' seeds, or one envpool pool of ``M * B`` envs whose step has a
+batching rule over members), its pure pieces are vmapped over a leading member axis:
+each member has its own parameters, optimizer, replay, exploration noise, PRNG key and
+envs, and nothing is shared or averaged.
 
 Members differ by seed (``--seeds``) and, in a sweep (``--sweep``), by the value
 of one numeric hyperparameter, which then enters the program as a per-member
@@ -37,7 +38,7 @@ def vectorize_members(make_trainer: Callable[[Any], Trainer], env, seeds: Sequen
         make_trainer: ``make_trainer(value) -> Trainer`` builds a single-run trainer on
             ``env``; ``value`` is the member's hyperparameter value (a traced scalar
             inside the program) or None when members differ by seed only.
-        env: the env made with ``rljax.envs.make(..., num_seeds=len(seeds))``.
+        env: the members' env, ``rljax.parallel.envs.members(task_id, num_envs, seeds)``.
         seeds: each member's run seed.
         values: ``[M]`` hyperparameter values, one per member, or None.
 
@@ -88,7 +89,7 @@ def vectorize_seeds(trainer: Trainer, env, seed: int) -> Trainer:
 
     Args:
         trainer: a single-seed trainer built on ``env`` (``env.spec.num_seeds > 1``).
-        env: the env made with ``rljax.envs.make(..., num_seeds=S)``.
+        env: the members' env (:func:`rljax.parallel.envs.members`) of ``S`` seeds.
         seed: the first seed; member ``k`` has seed ``seed + k``.
 
     Returns:

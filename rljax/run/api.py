@@ -201,15 +201,15 @@ def evaluate(run: Run | str, episodes: int = 10, seed: int | None = None) -> dic
         "return_mean": mean of the members' means}``.
     """
     from rljax.loops.evaluation import make_evaluator
+    from rljax.run.build import make_env
 
     validate.integer("episodes", episodes, low=1)
     validate.integer("seed", seed, low=0, high=validate.INT32_LIMIT - 1, optional=True)
     if isinstance(run, str):
         run = load(run)
     seed = run.config.seed + 10_000 if seed is None else seed
-    evaluate_fn = make_evaluator(run.agent.policy, run.config.env_id, episodes, seed,
-                                 dict(run.config.env_options),
-                                 policy_init=run.agent.policy_init)
+    eval_env = make_env(run.config.env_id, episodes, seed, run.config.env_options)
+    evaluate_fn = make_evaluator(run.agent.policy, eval_env, policy_init=run.agent.policy_init)
     n = run.config.num_members
     if n == 1:
         return evaluate_fn(run.params)

@@ -107,8 +107,7 @@ def measure_preset(preset: str, *, num_envs: int | None = None, num_seeds: int =
                    with_ceiling: bool = True, chunk_steps: int | None = None) -> dict:
     """Training (and env-only) steps/s of one preset configuration; ``chunk_steps``: env
     steps per compiled chunk (None: the preset's), shorter for slow learners."""
-    from rljax import envs
-    from rljax.run.build import build
+    from rljax.run.build import build, make_env
     from rljax.run.presets import from_preset
 
     run = from_preset(preset, num_envs=num_envs, num_seeds=num_seeds, tensorboard=False)
@@ -140,11 +139,8 @@ def measure_preset(preset: str, *, num_envs: int | None = None, num_seeds: int =
 
     measure = {"train": train_sps}
     if with_ceiling:
-        pool = envs.make(run.env_id, run.config.loop.num_envs, run.seed + 1,
-                         num_seeds=1, **dict(run.env_options))
         ceiling_envs = run.config.loop.num_envs * num_seeds
-        if num_seeds > 1:
-            pool = envs.make(run.env_id, ceiling_envs, run.seed + 1, **dict(run.env_options))
+        pool = make_env(run.env_id, ceiling_envs, run.seed + 1, run.env_options)
         steps = max(1, total_steps // ceiling_envs)
         rollout = make_random_rollout(pool, steps)
         ebox = {"state": rollout(pool.reset(), jax.random.key(1))}

@@ -1,8 +1,10 @@
 """Assembling a run: ``RunConfig -> (env, agent, trainer, num_chunks)``.
 
 One member (a seed, a sweep value) is one agent and one trainer; several members
-become one vectorized trainer over one envpool pool, optionally sharded over
-devices, and a single agent on several devices learns data-parallel.
+become one vectorized trainer over their envs (composed around the backend's env by
+:mod:`rljax.parallel.envs`), optionally sharded over devices, and a single agent on
+several devices learns data-parallel. :func:`make_env` is where the run layer builds
+every env: training's, evaluation's and ``rljax bench``'s.
 
 Assembling allocates nothing large and compiles nothing: the checks of
 :mod:`rljax.run.preflight` (replay structure, int32 counters, a swept field that sets a
@@ -14,13 +16,16 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import jax
+from jax.sharding import Mesh
 
 from rljax import envs
 from rljax.loops.state import Trainer
 from rljax.parallel import data_parallel, devices, sweep
+from rljax.parallel import envs as parallel_envs
 from rljax.parallel.members import vectorize_members, vectorize_seeds
 from rljax.run import preflight
 from rljax.run.config import RunConfig
@@ -31,7 +36,7 @@ def build(run: RunConfig) -> tuple[envs.Env, Any, Trainer, int]:
     """Builds env, agent and trainer for ``run``; returns them and the chunk count.
 
     With several members (seeds, sweep values) the trainer runs them all in one
-    program over one envpool pool; ``agent`` is the base config's agent.
+    program; ``agent`` is the base config's agent.
 
     Raises:
         rljax.parallel.sweep.SweepError: the swept hyperparameter changes shapes.
@@ -52,11 +57,9 @@ def build(run: RunConfig) -> tuple[envs.Env, Any, Trainer, int]:
         if len(members) == 1:
             return _build_data_parallel(run, algo, available[:run.devices])
         mesh = devices.device_mesh(available[:run.devices])
-        env = devices.make_sharded_env(run.env_id, run.config.loop.num_envs,
-                                        [s for s, _ in members], mesh, **dict(run.env_options))
-    else:
-        env = envs.make(run.env_id, run.config.loop.num_envs, run.seed, num_seeds=len(members),
-                        member_seeds=[s for s, _ in members], **dict(run.env_options))
+    several = len(members) > 1 or mesh is not None
+    env = make_env(run.env_id, run.config.loop.num_envs, run.seed, run.env_options,
+                   members=[s for s, _ in members] if several else None, mesh=mesh)
     preflight.check_values(run, env.spec)
     single = len(members) == 1 and mesh is None
     agent = _make_agent(algo, run.config, env.spec, jit_init=single)
@@ -85,6 +88,34 @@ def build(run: RunConfig) -> tuple[envs.Env, Any, Trainer, int]:
         trainer = sweep.checked_init(trainer, run.sweep[0])  # traced at init instead
     preflight.warn_if_never_learning(run)
     return env, agent, trainer, num_chunks
+
+
+def make_env(task_id: str, num_envs: int, seed: int, options: Any = (), *,
+             members: Sequence[int] | None = None, mesh: Mesh | None = None) -> envs.Env:
+    """Builds envs for the run layer, the one place it does: a run's training envs (from
+    :func:`build`), the evaluation envs (the driver, ``rljax.evaluate``) and ``rljax
+    bench``'s env-only ceiling.
+
+    Args:
+        task_id, num_envs, seed: the task, its envs per run and the run's seed.
+        options: env options (a dict or ``(name, value)`` pairs).
+        members: each member's run seed (seeds x sweep values): their envs with a leading
+            member axis (:func:`rljax.parallel.envs.members`), split over ``mesh``'s
+            devices when a mesh is given (:mod:`rljax.parallel.devices`).
+        mesh: without ``members``, a data-parallel mesh: one run's envs split into one
+            shard per device (:mod:`rljax.parallel.data_parallel`).
+
+    Returns:
+        An :class:`rljax.envs.Env`.
+    """
+    options = dict(options)
+    if members is not None:
+        if mesh is not None:
+            return devices.make_sharded_env(task_id, num_envs, members, mesh, **options)
+        return parallel_envs.members(task_id, num_envs, members, **options)
+    if mesh is not None:
+        return data_parallel.make_env(task_id, num_envs, seed, mesh, **options)
+    return envs.make(task_id, num_envs, seed, **options)
 
 
 def _make_agent(algo, config, spec, jit_init: bool = True, **options):
@@ -142,8 +173,7 @@ def _num_chunks(run: RunConfig, trainer: Trainer) -> int:
 def _build_data_parallel(run: RunConfig, algo, device_list) -> tuple[envs.Env, Any, Trainer, int]:
     """One agent learning data-parallel over ``devices`` (rljax.parallel.data_parallel)."""
     mesh = devices.device_mesh(device_list, data_parallel.AXIS)
-    env = data_parallel.make_env(run.env_id, run.config.loop.num_envs, run.seed, mesh,
-                                 **dict(run.env_options))
+    env = make_env(run.env_id, run.config.loop.num_envs, run.seed, run.env_options, mesh=mesh)
     preflight.check_values(run, env.spec)
     agent = _make_agent(algo, run.config, env.spec, jit_init=False,
                         **data_parallel.agent_options(algo.make_agent))

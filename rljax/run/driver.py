@@ -26,7 +26,7 @@ from rljax.envs.stats import last_episodes
 from rljax.loops.state import LoopState, Trainer
 from rljax.parallel import multihost
 from rljax.run import checkpoint, resuming, rundir, startup, stopping
-from rljax.run.build import build
+from rljax.run.build import build, make_env
 from rljax.run.config import RunConfig
 from rljax.run.logging import JsonlWriter, Progress, Sinks, TensorBoardSink, WandbSink
 
@@ -132,9 +132,9 @@ class _Host:
         if run.eval_every:
             from rljax.loops.evaluation import make_evaluator
 
-            self.evaluate = make_evaluator(agent.policy, run.env_id, run.eval_episodes,
-                                           run.seed + 10_000, dict(run.env_options),
-                                           policy_init=agent.policy_init)
+            self.evaluate = make_evaluator(
+                agent.policy, make_env(run.env_id, run.eval_episodes, run.seed + 10_000,
+                                       run.env_options), policy_init=agent.policy_init)
         self.num_seeds = trainer.num_seeds
         self.steps_per_chunk = trainer.steps_per_chunk
         self.first_steps = int(np.ravel(multihost.fetch(state.env_steps))[0])

@@ -172,7 +172,7 @@ def test_evaluation_and_run_policy_carry_memory():
     spec = envs.make("CartPole-v1", B, 0, **NOVEL).spec
     agent = ppo.make_ppo(_ppo(), spec)
     params = agent.params(agent.init(jax.random.key(0)))
-    result = make_evaluator(agent.policy, "CartPole-v1", 3, 7, NOVEL,
+    result = make_evaluator(agent.policy, envs.make("CartPole-v1", 3, 7, **NOVEL),
                             policy_init=agent.policy_init)(params)
     assert result["episodes"] == 3
     # The stateful policy advances its carry and resets it where asked.

@@ -93,10 +93,11 @@ def test_bad_inputs_fail_before_building():
         envs.make("CartPole-v1", 2, max_episode_steps=0)
 
 
-def test_seeds_are_disjoint_and_multi_seed_pool_matches_single_runs():
+def test_seeds_are_disjoint_and_a_pool_of_runs_envs_matches_single_runs():
     assert not set(envs.env_seeds(0, 64)) & set(envs.env_seeds(1, 64))
-    pool = envs.make("CartPole-v1", num_envs=3, seed=5, num_seeds=2)
-    assert pool.spec.num_envs == 3 and pool.spec.num_seeds == 2
+    # Every env its own seed: one pool holding two runs' envs (rljax.parallel.envs).
+    pool = envs.make("CartPole-v1", num_envs=6, seed=envs.env_seeds(5, 3) + envs.env_seeds(6, 3))
+    assert pool.spec.num_envs == 6 and not pool.spec.vmappable
     obs, _ = pool.pool.reset()
     for k in range(2):
         single, _ = envs.make("CartPole-v1", num_envs=3, seed=5 + k).pool.reset()

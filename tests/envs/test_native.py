@@ -60,16 +60,17 @@ def test_truncation_hands_over_the_final_and_the_first_observation():
     assert truncations >= 6
 
 
-def test_seeds_members_and_shards_reproduce_the_single_runs_envs():
+def test_per_env_seeds_reproduce_the_single_runs_envs():
     one = [envs.make(CARTPOLE, 4, s).reset().obs for s in (5, 6, 7)]
-    many = envs.make(CARTPOLE, 4, 5, num_seeds=3).reset().obs
-    for k in range(3):
-        np.testing.assert_array_equal(many[k], one[k])
     assert not np.allclose(one[0], one[1])
-    from rljax.types import WHOLE
-
-    halves = [envs.make(CARTPOLE, 2, 5, data_shard=(i, 2, WHOLE)).reset().obs for i in (0, 1)]
-    np.testing.assert_array_equal(np.concatenate(halves), one[0])
+    # One env of every run's envs, each with its own seed (how members and shards are
+    # built: tests/parallel/test_envs.py).
+    many = envs.make(CARTPOLE, 12, [e for s in (5, 6, 7) for e in envs.env_seeds(s, 4)])
+    np.testing.assert_array_equal(many.reset().obs, np.concatenate(one))
+    half = envs.make(CARTPOLE, 2, envs.env_seeds(5, 4)[2:]).reset().obs
+    np.testing.assert_array_equal(half, one[0][2:])
+    with pytest.raises(ValueError, match="sequence of num_envs=2"):
+        envs.make(CARTPOLE, 2, [1, 2, 3])
 
 
 def test_bad_ids_and_options_are_refused_with_the_choices():

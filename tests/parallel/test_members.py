@@ -10,6 +10,7 @@ from _backend import MEMBER_ATOL, MEMBER_RTOL
 from rljax import envs
 from rljax.agents.a2c import A2CConfig, make_a2c
 from rljax.loops.on_policy import make_on_policy_trainer
+from rljax.parallel import envs as parallel_envs
 from rljax.parallel.members import vectorize_seeds
 from rljax.records import configure
 from rljax.run.driver import train_run
@@ -26,7 +27,8 @@ def _run_chunks(trainer, state, n=2):
 
 def test_seed_k_of_many_equals_single_run_k_and_seeds_differ():
     num_seeds, first = 3, 5
-    env = envs.make("CartPole-v1", CFG.loop.num_envs, seed=first, num_seeds=num_seeds)
+    env = parallel_envs.members("CartPole-v1", CFG.loop.num_envs,
+                                [first + k for k in range(num_seeds)])
     trainer = vectorize_seeds(make_on_policy_trainer(make_a2c(CFG, env.spec), env,
                                                      rollout_len=CFG.loop.rollout_len,
                                                      updates_per_chunk=20),
