@@ -19,6 +19,7 @@ from typing import Any
 import jax
 
 from rljax import envs
+from rljax.agents.base import ONE_DEVICE, Parallel
 from rljax.loops.state import Trainer
 from rljax.parallel import data_parallel, devices, sweep
 from rljax.parallel.members import vectorize_members, vectorize_seeds
@@ -87,13 +88,13 @@ def build(run: RunConfig) -> tuple[envs.Env, Any, Trainer, int]:
     return env, agent, trainer, num_chunks
 
 
-def _make_agent(algo, config, spec, jit_init: bool = True, **options):
+def _make_agent(algo, config, spec, jit_init: bool = True, parallel: Parallel = ONE_DEVICE):
     """The algorithm's agent, with ``init`` jitted for a single run: one compiled program
     (cached by the compilation cache) instead of hundreds of eager operations, with the
     same result. Members keep the plain ``init`` under their vmap: a jitted init nested in
     the vmapped member init, run op by op, could hang in XLA:CPU's runtime, and jitting the
     whole member init hung sharded programs."""
-    agent = algo.make_agent(config, spec, **options)
+    agent = algo.make_agent(config, spec, parallel=parallel)
     return agent._replace(init=jax.jit(agent.init)) if jit_init else agent
 
 
@@ -146,7 +147,7 @@ def _build_data_parallel(run: RunConfig, algo, device_list) -> tuple[envs.Env, A
                                  **dict(run.env_options))
     preflight.check_values(run, env.spec)
     agent = _make_agent(algo, run.config, env.spec, jit_init=False,
-                        **data_parallel.agent_options(algo.make_agent))
+                        parallel=data_parallel.agent_parallel())
     trainer = algo.make_trainer(agent, env, run.config, _updates_per_chunk(run), run.threshold,
                                 split=data_parallel.split())
     num_chunks = _num_chunks(run, trainer)
