@@ -16,7 +16,15 @@ from _backend import MEMBER_ATOL
 from _corruptible import negated_where, with_flag
 
 from rljax import envs
-from rljax.agents import ppo, ppo_networks, pqn, recurrent, recurrent_ppo, recurrent_pqn
+from rljax.agents import (
+    ppo,
+    ppo_loss,
+    ppo_networks,
+    pqn,
+    recurrent,
+    recurrent_ppo,
+    recurrent_pqn,
+)
 from rljax.agents.base import Update
 from rljax.envs.stats import recent_mean_return
 from rljax.loops import on_policy
@@ -246,8 +254,8 @@ def test_ppo_rnn_learns_novel_cartpole_and_a_flipped_surrogate_does_not():
     trainer = on_policy.make_on_policy_trainer(agent, env, rollout_len=config.rollout_len,
                                                updates_per_chunk=20, threshold=200.0)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(recurrent.losses, "clipped_surrogate_loss",
-                      negated_where(flag, recurrent.losses.clipped_surrogate_loss))
+        patch.setattr(ppo_loss.losses, "clipped_surrogate_loss",
+                      negated_where(flag, ppo_loss.losses.clipped_surrogate_loss))
         chunk = trainer.chunk.lower(trainer.init(jax.random.key(0))).compile()
     out = []
     for negate, max_steps in ((False, 150_000), (True, 40_000)):
