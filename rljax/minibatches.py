@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from rljax.gradients import gradient_step
 from rljax.types import PRNGKey
 
 
@@ -87,14 +88,10 @@ def minibatch_epochs(key: PRNGKey, params: Any, opt_state: Any, data: Any,
         ``(params, opt_state, metrics)`` with each metric (and ``grad_norm``) averaged over
         all minibatch steps.
     """
-    grad_fn = jax.grad(loss_fn, has_aux=True)
-
     def minibatch_step(carry, minibatch):
-        params, opt_state = carry
-        grads, metrics = grad_fn(params, minibatch)
-        updates, opt_state = optimizer.update(grads, opt_state, params)
-        metrics["grad_norm"] = optax.tree.norm(grads)
-        return (optax.apply_updates(params, updates), opt_state), metrics
+        step = gradient_step(loss_fn, optimizer, *carry, minibatch)
+        metrics = {**step.aux, "grad_norm": step.grad_norm}
+        return (step.params, step.opt_state), metrics
 
     def epoch(carry, epoch_key):
         minibatches = shuffled_minibatches(epoch_key, data, num_minibatches)

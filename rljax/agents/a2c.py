@@ -26,12 +26,9 @@ import optax
 from flax import struct
 
 from rljax import losses, validate
-from rljax.agents.base import (  # noqa: I001
-    Agent,
-    Update,
-    with_grad_transform,
-)
+from rljax.agents.base import ONE_DEVICE, Agent, Parallel, Update, check_action_space
 from rljax.envs.spec import EnvSpec
+from rljax.gradients import gradient_step
 from rljax.networks import core as nets
 from rljax.networks.distributions import categorical_sample, greedy
 from rljax.records import OnPolicyLoop, shape_field
@@ -98,25 +95,29 @@ class A2CState:
     step: Array
 
 
-class _Nets(NamedTuple):
-    actor: nets.Network
-    critic: nets.Network | None  # None: actor is the shared actor-critic network
+class Parts(NamedTuple):
+    """A2C's networks and optimizer, built once by :func:`make_a2c`."""
+
+    actor: nets.Network  # the shared actor-critic when critic is None
+    critic: nets.Network | None
+    optimizer: optax.GradientTransformation
 
 
-def _networks(config: A2CConfig, spec: EnvSpec) -> _Nets:
+def parts(config: A2CConfig, spec: EnvSpec, parallel: Parallel = ONE_DEVICE) -> Parts:
+    """The networks and optimizer of ``config`` for ``spec``."""
     if config.shared_torso:
-        return _Nets(nets.make_actor_critic(spec.obs_shape, spec.num_actions,
-                                            config.actor_hidden, config.activation), None)
-    return _Nets(
-        nets.make_policy_network(spec.obs_shape, spec.num_actions, config.actor_hidden,
-                                 config.activation),
-        nets.make_value_network(spec.obs_shape, config.critic_hidden, config.activation),
-    )
+        actor = nets.make_actor_critic(spec.obs_shape, spec.num_actions, config.actor_hidden,
+                                       config.activation)
+        critic = None
+    else:
+        actor = nets.make_policy_network(spec.obs_shape, spec.num_actions, config.actor_hidden,
+                                         config.activation)
+        critic = nets.make_value_network(spec.obs_shape, config.critic_hidden,
+                                         config.activation)
+    return Parts(actor, critic, parallel.optimizer(_optimizer(config)))
 
 
-def _make_optimizer(config: A2CConfig,
-                    grad_transform: optax.GradientTransformation | None = None
-                    ) -> optax.GradientTransformation:
+def _optimizer(config: A2CConfig) -> optax.GradientTransformation:
     def adam(lr):
         clip = [optax.clip_by_global_norm(config.max_grad_norm)] if config.max_grad_norm else []
         # One flat vector per network: a handful of kernels instead of several per
@@ -124,44 +125,40 @@ def _make_optimizer(config: A2CConfig,
         return optax.flatten(optax.chain(*clip, optax.adam(lr)))
 
     if config.shared_torso:
-        return with_grad_transform(adam(config.actor_lr), grad_transform)
+        return adam(config.actor_lr)
     labels = lambda params: {name: jax.tree.map(lambda _, n=name: n, sub)
                              for name, sub in params.items()}
-    return with_grad_transform(optax.multi_transform(
-        {"actor": adam(config.actor_lr), "critic": adam(config.critic_lr)}, labels),
-        grad_transform)
+    return optax.multi_transform(
+        {"actor": adam(config.actor_lr), "critic": adam(config.critic_lr)}, labels)
 
 
-def _logits(networks: _Nets, params: Params, obs: Array) -> Array:
-    if networks.critic is None:
-        return networks.actor.apply(params, obs)[0]
-    return networks.actor.apply(params["actor"], obs)
+def _logits(parts: Parts, params: Params, obs: Array) -> Array:
+    if parts.critic is None:
+        return parts.actor.apply(params, obs)[0]
+    return parts.actor.apply(params["actor"], obs)
 
 
-def init(config: A2CConfig, spec: EnvSpec, key: PRNGKey,
-         grad_transform: optax.GradientTransformation | None = None) -> A2CState:
-    networks = _networks(config, spec)
+def init(spec: EnvSpec, parts: Parts, key: PRNGKey) -> A2CState:
     obs = jnp.zeros((1,) + spec.obs_shape, spec.obs_dtype)
     actor_key, critic_key = jax.random.split(key)
-    if networks.critic is None:
-        params = networks.actor.init(actor_key, obs)
+    if parts.critic is None:
+        params = parts.actor.init(actor_key, obs)
     else:
-        params = {"actor": networks.actor.init(actor_key, obs),
-                  "critic": networks.critic.init(critic_key, obs)}
-    opt_state = _make_optimizer(config, grad_transform).init(params)
+        params = {"actor": parts.actor.init(actor_key, obs),
+                  "critic": parts.critic.init(critic_key, obs)}
+    opt_state = parts.optimizer.init(params)
     return A2CState(params=params, opt_state=opt_state, step=jnp.zeros((), jnp.int32))
 
 
-def act(config: A2CConfig, spec: EnvSpec, state: A2CState, obs: Array, key: PRNGKey,
-        step: Array, new_episode: Array) -> tuple[Array, dict, A2CState]:
+def act(parts: Parts, state: A2CState, obs: Array, key: PRNGKey, step: Array,
+        new_episode: Array) -> tuple[Array, dict, A2CState]:
     """Actions ``[B]`` sampled from the policy."""
     del step, new_episode
-    logits = _logits(_networks(config, spec), state.params, obs)
-    return categorical_sample(key, logits), {}, state
+    return categorical_sample(key, _logits(parts, state.params, obs)), {}, state
 
 
-def policy(config: A2CConfig, spec: EnvSpec, params: Params, obs: Array) -> Array:
-    return greedy(_logits(_networks(config, spec), params, obs))
+def policy(parts: Parts, params: Params, obs: Array) -> Array:
+    return greedy(_logits(parts, params, obs))
 
 
 def advantages_and_returns(config: A2CConfig, batch: Rollout,
@@ -183,21 +180,20 @@ def advantages_and_returns(config: A2CConfig, batch: Rollout,
     return jax.lax.stop_gradient(adv), jax.lax.stop_gradient(returns)
 
 
-def loss(config: A2CConfig, spec: EnvSpec, params: Params,
+def loss(config: A2CConfig, parts: Parts, params: Params,
          batch: Rollout) -> tuple[Array, Metrics]:
     """A2C loss on a rollout; returns ``(loss, metrics)``."""
-    networks = _networks(config, spec)
     # Envs that reset in the same step bootstrap from the final observations instead of
     # obs[1:] (rljax.types.next_obs); values[1:] are then those.
     final = batch.final_obs
-    if networks.critic is None:
-        logits, values = networks.actor.apply(params, batch.obs)
+    if parts.critic is None:
+        logits, values = parts.actor.apply(params, batch.obs)
         logits = logits[:-1]
         if final is not None:
-            values = (values[:-1], networks.actor.apply(params, final)[1])
+            values = (values[:-1], parts.actor.apply(params, final)[1])
     else:  # the actor never needs the last observation
-        logits = networks.actor.apply(params["actor"], batch.obs[:-1])
-        critic = functools.partial(networks.critic.apply, params["critic"])
+        logits = parts.actor.apply(params["actor"], batch.obs[:-1])
+        critic = functools.partial(parts.critic.apply, params["critic"])
         values = critic(batch.obs) if final is None else (critic(batch.obs[:-1]),
                                                             critic(final))
     adv, returns = advantages_and_returns(config, batch, values)
@@ -216,42 +212,35 @@ def loss(config: A2CConfig, spec: EnvSpec, params: Params,
     return total, metrics
 
 
-def update(config: A2CConfig, spec: EnvSpec, state: A2CState, batch: Rollout,
-           key: PRNGKey, grad_transform: optax.GradientTransformation | None = None
-           ) -> Update:
+def update(config: A2CConfig, parts: Parts, state: A2CState, batch: Rollout,
+           key: PRNGKey) -> Update:
     """One gradient step on a rollout."""
     del key
-    grads, metrics = jax.grad(functools.partial(loss, config, spec), has_aux=True)(
-        state.params, batch)
-    optimizer = _make_optimizer(config, grad_transform)
-    updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
-    params = optax.apply_updates(state.params, updates)
-    metrics["grad_norm"] = optax.tree.norm(grads)
-    return Update(A2CState(params=params, opt_state=opt_state, step=state.step + 1), metrics)
+    step = gradient_step(functools.partial(loss, config, parts), parts.optimizer,
+                         state.params, state.opt_state, batch)
+    metrics = {**step.aux, "grad_norm": step.grad_norm}
+    return Update(A2CState(params=step.params, opt_state=step.opt_state,
+                           step=state.step + 1), metrics)
 
 
-def make_a2c(config: A2CConfig, spec: EnvSpec, *,
-             grad_transform: optax.GradientTransformation | None = None) -> Agent:
+def make_a2c(config: A2CConfig, spec: EnvSpec, *, parallel: Parallel = ONE_DEVICE) -> Agent:
     """Builds the A2C agent for a discrete-action environment.
 
     Args:
         config: hyperparameters.
         spec: the environment's spec.
-        grad_transform: applied to the gradients before the optimizers (the parallel
-            layer passes one that averages them over devices); None: nothing.
+        parallel: data-parallel hooks (:class:`rljax.agents.base.Parallel`; its
+            ``grad_transform`` goes before the optimizers); default: one device.
 
     Raises:
         ValueError: if the environment's actions are continuous.
     """
-    if not spec.discrete:
-        raise ValueError(
-            f"A2C in rljax needs a discrete action space, but {spec.task_id} has continuous "
-            f"actions of shape {spec.action_shape}; use an agent that takes continuous "
-            "actions: DDPG, TD3, SAC or PPO")
+    check_action_space("A2C", spec, discrete=True)
+    built = parts(config, spec, parallel)
     return Agent(
-        init=functools.partial(init, config, spec, grad_transform=grad_transform),
-        act=functools.partial(act, config, spec),
-        update=functools.partial(update, config, spec, grad_transform=grad_transform),
-        policy=functools.partial(policy, config, spec),
+        init=functools.partial(init, spec, built),
+        act=functools.partial(act, built),
+        update=functools.partial(update, config, built),
+        policy=functools.partial(policy, built),
         params=lambda state: state.params,
     )

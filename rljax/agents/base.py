@@ -5,10 +5,13 @@ optax's ``GradientTransformation``: nothing is hidden in objects, and the loops 
 :mod:`rljax.loops` call the same five functions whether the agent learns from rollouts
 (on-policy) or from replay (off-policy).
 
-Data-parallel learning is not the agent's business: ``make_<algo>(config, spec, *,
-grad_transform=None)`` chains ``grad_transform`` (an optax transformation supplied by
-:mod:`rljax.parallel.data_parallel`, which averages gradients over devices) in front of the
-agent's optimizers, and the parallel layer handles everything else.
+Every agent is built by a factory of one signature, ``make_<algo>(config, spec, *,
+parallel=ONE_DEVICE) -> Agent``, which builds the agent's networks and optimizers once and
+closes its pure functions over them (``functools.partial`` over module-level functions).
+Data-parallel learning is not the agent's business: the parallel layer
+(:mod:`rljax.parallel.data_parallel`) passes a :class:`Parallel` record whose
+``grad_transform`` (averaging gradients over devices) the factory chains in front of the
+agent's optimizers, and handles everything else.
 """
 
 from __future__ import annotations
@@ -18,7 +21,9 @@ from typing import Any, NamedTuple, Protocol
 import jax.numpy as jnp
 import optax
 
-from rljax.types import Array, Metrics, Params, PRNGKey
+from rljax.envs.spec import EnvSpec
+from rljax.gradients import with_grad_transform
+from rljax.types import WHOLE, Array, Metrics, Params, PRNGKey, Split
 
 
 class InitFn(Protocol):
@@ -156,14 +161,68 @@ def check_memory_fields(config: Any) -> None:
                          f"{config.num_minibatches!r}")
 
 
-def with_grad_transform(optimizer: optax.GradientTransformation,
-                        grad_transform: optax.GradientTransformation | None
-                        ) -> optax.GradientTransformation:
-    """``optimizer`` with ``grad_transform`` applied to the gradients first (None: the
-    optimizer itself, so single-device states keep their structure)."""
-    if grad_transform is None:
-        return optimizer
-    return optax.chain(grad_transform, optimizer)
+class Parallel(NamedTuple):
+    """What an agent needs to know of data-parallel learning, the same record for every
+    ``make_<algo>`` (the parallel layer fills it in; the default is one device).
+
+    Attributes:
+        grad_transform: an optax transformation applied to the gradients before each of
+            the agent's optimizers (the parallel layer's averages them over devices); None:
+            nothing.
+        split: how one shard sees every shard's envs (agents with running statistics of
+            their rollouts or memory of all envs use it); default: one device.
+        batch_norm_axis: the mesh axis over which batch-norm layers take their training
+            statistics (the one place an agent names an axis: flax's BatchNorm can take the
+            whole batch's statistics only through it, and averaging gradients afterwards
+            cannot recover them); None: the local batch's.
+    """
+
+    grad_transform: optax.GradientTransformation | None = None
+    split: Split = WHOLE
+    batch_norm_axis: str | None = None
+
+    def optimizer(self, optimizer: optax.GradientTransformation
+                  ) -> optax.GradientTransformation:
+        """``optimizer`` with :attr:`grad_transform` in front of it."""
+        return with_grad_transform(optimizer, self.grad_transform)
+
+
+ONE_DEVICE = Parallel()
+"""The default :class:`Parallel`: one device, nothing to average or gather."""
+
+
+# The rljax agents that take each kind of action space, and those that need flat
+# observations (see check_action_space).
+DISCRETE_AGENTS = ("a2c", "dqn", "pqn", "ppo")
+CONTINUOUS_AGENTS = ("ddpg", "td3", "sac", "ppo")
+FLAT_OBS_AGENTS = ("ddpg", "td3", "sac")
+
+
+def check_action_space(algo: str, spec: EnvSpec, *, discrete: bool,
+                       flat_obs: bool = False) -> None:
+    """ValueError, before anything is built, unless ``spec``'s actions are of the kind the
+    agent ``algo`` (its name in messages, e.g. "DQN") takes: discrete, or
+    (``discrete=False``) a bounded vector ``[A]``; with ``flat_obs``, observations must be
+    flat too. The message names the task, its action space and the rljax agents that fit.
+    """
+    if spec.discrete:
+        space, fits = f"a discrete one ({spec.num_actions} actions)", DISCRETE_AGENTS
+    else:
+        space = (f"a continuous one (Box of shape {spec.action_shape}, low {spec.action_low}, "
+                 f"high {spec.action_high})")
+        fits = CONTINUOUS_AGENTS
+    kind = "discrete" if spec.discrete else "continuous"
+    if spec.discrete != discrete or not discrete and (len(spec.action_shape) != 1
+                                                      or spec.action_low is None):
+        wanted = "a discrete" if discrete else "a continuous (bounded, [A]-shaped)"
+        raise ValueError(f"{algo} needs {wanted} action space, but {spec.task_id} has "
+                         f"{space}; rljax agents for a {kind} action space: "
+                         f"{', '.join(fits)}")
+    if flat_obs and len(spec.obs_shape) != 1:
+        others = [a for a in fits if a not in FLAT_OBS_AGENTS]
+        raise ValueError(f"{algo} needs flat observations, but {spec.task_id} has "
+                         f"observations of shape {spec.obs_shape}; rljax agents for them "
+                         f"and a {kind} action space: {', '.join(others)}")
 
 
 

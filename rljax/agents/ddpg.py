@@ -41,14 +41,22 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from rljax import exploration, lockstep
-from rljax.agents.base import Agent, Update, with_grad_transform
+from rljax import exploration
+from rljax.agents.base import ONE_DEVICE, Agent, Parallel, Update
+from rljax.agents.continuous import (
+    check_continuous,
+    delayed_actor_step,
+    example_inputs,
+    own_copy,
+    smooth_target_action,
+    soft_update_targets,
+)
 from rljax.agents.ddpg_config import DDPGConfig
 from rljax.envs.spec import EnvSpec
+from rljax.gradients import gradient_step
 from rljax.losses import ddpg_actor_loss, ddpg_critic_td, weighted_td_loss
 from rljax.networks import Network, make_ddpg_actor, make_ddpg_critic, noise_like
 from rljax.networks.noisy import gaussian_noise_like
-from rljax.targets import soft_update
 from rljax.types import Array, Metrics, PRNGKey, Sample
 
 
@@ -80,28 +88,31 @@ class DDPGState:
     step: Array
 
 
-class _Parallel(NamedTuple):
-    """Data-parallel hooks from the parallel layer (see :func:`make_ddpg`)."""
+class Parts(NamedTuple):
+    """DDPG's networks and optimizers, built once by :func:`make_ddpg`.
 
-    grad_transform: optax.GradientTransformation | None = None
-    batch_norm_axis: str | None = None
+    ``train_actor`` and ``train_critic`` are the networks of the gradient steps: with the
+    parallel layer's ``batch_norm_axis`` their training-mode batch statistics are the whole
+    batch's (see :class:`rljax.agents.base.Parallel`); the others act, evaluate and
+    compute targets.
+    """
 
-
-class Nets(NamedTuple):
     actor: Network
     critic: Network
+    train_actor: Network
+    train_critic: Network
+    actor_opt: optax.GradientTransformation
+    critic_opt: optax.GradientTransformation
 
 
-def networks(config: DDPGConfig, spec: EnvSpec, batch_norm_axis: str | None = None) -> Nets:
-    """Actor and critic; with ``batch_norm_axis``, training-mode batch statistics are taken
-    over the whole batch split along that mesh axis (see :func:`make_ddpg`)."""
+def _networks(config: DDPGConfig, spec: EnvSpec,
+              batch_norm_axis: str | None) -> tuple[Network, Network]:
     common = dict(activation=config.activation, negative_slope=config.negative_slope,
                   batch_norm=config.batch_norm, batch_norm_momentum=config.batch_norm_momentum,
                   batch_norm_axis=batch_norm_axis)
-    return Nets(
-        make_ddpg_actor(spec.action_low, spec.action_high, hidden_sizes=config.actor_hidden,
-                        noisy=config.noisy, sigma0=config.noisy_sigma0, **common),
-        make_ddpg_critic(hidden_sizes=config.critic_hidden, **common))
+    return (make_ddpg_actor(spec.action_low, spec.action_high, hidden_sizes=config.actor_hidden,
+                            noisy=config.noisy, sigma0=config.noisy_sigma0, **common),
+            make_ddpg_critic(hidden_sizes=config.critic_hidden, **common))
 
 
 def _optimizer(config: DDPGConfig, lr: float, weight_decay: float) -> optax.GradientTransformation:
@@ -114,11 +125,16 @@ def _optimizer(config: DDPGConfig, lr: float, weight_decay: float) -> optax.Grad
     return optax.flatten(optax.chain(*clip, *decay, optax.adam(lr)))
 
 
-def _optimizers(config: DDPGConfig, grad_transform: optax.GradientTransformation | None = None):
-    return (with_grad_transform(_optimizer(config, config.actor_lr, config.actor_weight_decay),
-                                grad_transform),
-            with_grad_transform(_optimizer(config, config.critic_lr,
-                                           config.critic_weight_decay), grad_transform))
+def parts(config: DDPGConfig, spec: EnvSpec, parallel: Parallel = ONE_DEVICE) -> Parts:
+    """The networks and optimizers of ``config`` for ``spec``."""
+    actor, critic = _networks(config, spec, None)
+    train_actor, train_critic = (_networks(config, spec, parallel.batch_norm_axis)
+                                 if parallel.batch_norm_axis else (actor, critic))
+    return Parts(actor, critic, train_actor, train_critic,
+                 parallel.optimizer(_optimizer(config, config.actor_lr,
+                                               config.actor_weight_decay)),
+                 parallel.optimizer(_optimizer(config, config.critic_lr,
+                                               config.critic_weight_decay)))
 
 
 def _split(variables: dict) -> tuple[Any, dict]:
@@ -133,14 +149,14 @@ def _apply_train(net: Network, variables: dict, *args, **kwargs) -> tuple[Array,
     return out, dict(updates)
 
 
-def _critics(config: DDPGConfig, nets: Nets, variables: dict, obs: Array, action: Array,
+def _critics(config: DDPGConfig, critic: Network, variables: dict, obs: Array, action: Array,
              train: bool = False) -> tuple[Array, dict]:
     """Q-values ``[C, N]`` of the ``C`` critics (1, or 2 with ``twin_critics``) and, in
     training mode, their new statistics."""
     def one(v):
         if train:
-            return _apply_train(nets.critic, v, obs, action)
-        return nets.critic.apply(v, obs, action), {}
+            return _apply_train(critic, v, obs, action)
+        return critic.apply(v, obs, action), {}
 
     if config.twin_critics:
         return jax.vmap(one)(variables)
@@ -156,30 +172,26 @@ def _noise_tree_key(config: DDPGConfig, key: PRNGKey | None) -> dict:
     return {"noise_key": key} if config.noisy and key is not None else {}
 
 
-def init(config: DDPGConfig, spec: EnvSpec, key: PRNGKey,
-         grad_transform: optax.GradientTransformation | None = None) -> DDPGState:
-    nets = networks(config, spec)
+def init(config: DDPGConfig, spec: EnvSpec, parts: Parts, key: PRNGKey) -> DDPGState:
     actor_key, critic_key = jax.random.split(key)
-    obs = jnp.zeros((1,) + spec.obs_shape, jnp.float32)
-    action = jnp.zeros((1,) + spec.action_shape, jnp.float32)
-    actor = nets.actor.init(actor_key, obs)
+    obs, action = example_inputs(spec)
+    actor = parts.actor.init(actor_key, obs)
     if config.twin_critics:
-        critic = jax.vmap(lambda k: nets.critic.init(k, obs, action))(
+        critic = jax.vmap(lambda k: parts.critic.init(k, obs, action))(
             jax.random.split(critic_key))
     else:
-        critic = nets.critic.init(critic_key, obs, action)
-    copy = lambda tree: jax.tree.map(jnp.array, tree)  # own buffers: the loop donates state
-    target_critic = copy(critic)
+        critic = parts.critic.init(critic_key, obs, action)
+    target_critic = own_copy(critic)
     if config.target_critic_init == "zeros":
         target_critic["params"] = jax.tree.map(jnp.zeros_like, critic["params"])
-    actor_opt, critic_opt = _optimizers(config, grad_transform)
     b = spec.num_envs
     noisy_ou = {}
     if config.noisy and config.noisy_noise == "ou":
         noisy_ou = noise_like(actor, (b,))
     return DDPGState(
-        actor=actor, critic=critic, target_actor=copy(actor), target_critic=target_critic,
-        actor_opt=actor_opt.init(actor["params"]), critic_opt=critic_opt.init(critic["params"]),
+        actor=actor, critic=critic, target_actor=own_copy(actor), target_critic=target_critic,
+        actor_opt=parts.actor_opt.init(actor["params"]),
+        critic_opt=parts.critic_opt.init(critic["params"]),
         ou=exploration.ou_init((b,) + spec.action_shape),
         noise_scale=jnp.full((b,), config.noise_scale, jnp.float32), noisy_ou=noisy_ou,
         step=jnp.zeros((), jnp.int32))
@@ -190,11 +202,10 @@ def _clip(spec: EnvSpec, action: Array) -> Array:
                     jnp.asarray(spec.action_high, jnp.float32))
 
 
-def act(config: DDPGConfig, spec: EnvSpec, state: DDPGState, obs: Array, key: PRNGKey,
-        step: Array, new_episode: Array) -> tuple[Array, dict, DDPGState]:
+def act(config: DDPGConfig, spec: EnvSpec, parts: Parts, state: DDPGState, obs: Array,
+        key: PRNGKey, step: Array, new_episode: Array) -> tuple[Array, dict, DDPGState]:
     """Exploring actions ``[B, A]``, clipped to the bounds; steps the noise state."""
     del step
-    nets = networks(config, spec)
     action_key, noisy_key = jax.random.split(key)
     scale = jnp.where(new_episode, jnp.maximum(state.noise_scale * config.noise_decay,
                                                config.noise_scale_min), state.noise_scale)
@@ -206,7 +217,7 @@ def act(config: DDPGConfig, spec: EnvSpec, state: DDPGState, obs: Array, key: PR
         state, kwargs = state.replace(noisy_ou=noisy_ou), {"noise": eps}
     elif config.noisy:  # one independent draw per env
         kwargs = {"noise": gaussian_noise_like(state.actor, noisy_key, (obs.shape[0],))}
-    mu = nets.actor.apply(state.actor, obs, **kwargs)
+    mu = parts.actor.apply(state.actor, obs, **kwargs)
     if config.noise == "ou":
         ou = exploration.ou_reset(state.ou, new_episode)
         noise, ou = exploration.ou_step(ou, action_key, config.ou_theta, config.ou_sigma)
@@ -218,39 +229,37 @@ def act(config: DDPGConfig, spec: EnvSpec, state: DDPGState, obs: Array, key: PR
     return _clip(spec, mu + scale[:, None] * noise), {}, state
 
 
-def policy(config: DDPGConfig, spec: EnvSpec, params: dict, obs: Array) -> Array:
+def policy(config: DDPGConfig, spec: EnvSpec, parts: Parts, params: dict, obs: Array) -> Array:
     """Noise-free actions ``[N, A]`` (running batch-norm statistics, NoisyNet means)."""
-    return _clip(spec, networks(config, spec).actor.apply(params, obs))
+    del config
+    return _clip(spec, parts.actor.apply(params, obs))
 
 
-def target_q(config: DDPGConfig, spec: EnvSpec, state: DDPGState, next_obs: Array,
-             key: PRNGKey | None = None) -> Array:
+def target_q(config: DDPGConfig, spec: EnvSpec, parts: Parts, state: DDPGState,
+             next_obs: Array, key: PRNGKey | None = None) -> Array:
     """``Q'(s', mu'(s'))`` ``[N]`` from the target nets in evaluation mode (running
     statistics). With ``key``: a NoisyNet target actor is noisy, and ``target_noise``
     smooths the target action (``mu'(s') + clip(N(0, sigma^2), -c, c)``, clipped to the
-    bounds; Fujimoto et al. 2018)."""
-    nets = networks(config, spec)
+    bounds; Fujimoto et al. 2018, in the action's units)."""
     noisy_key = smooth_key = None
     if key is not None:
         noisy_key, smooth_key = jax.random.split(key)
-    a_t = nets.actor.apply(state.target_actor, next_obs, **_noise_tree_key(config, noisy_key))
+    a_t = parts.actor.apply(state.target_actor, next_obs, **_noise_tree_key(config, noisy_key))
     if smooth_key is not None and config.target_noise > 0:
-        eps = config.target_noise * jax.random.normal(smooth_key, a_t.shape, a_t.dtype)
-        clip = config.target_noise_clip
-        a_t = _clip(spec, a_t + jnp.clip(eps, -clip, clip))
-    return jnp.min(_critics(config, nets, state.target_critic, next_obs, a_t)[0], axis=0)
+        a_t = smooth_target_action(smooth_key, a_t, config.target_noise,
+                                   config.target_noise_clip, spec, half_ranges=False)
+    return jnp.min(_critics(config, parts.critic, state.target_critic, next_obs, a_t)[0],
+                   axis=0)
 
 
-def critic_loss(config: DDPGConfig, spec: EnvSpec, params: Any, state: DDPGState,
-                batch: Sample, key: PRNGKey | None = None,
-                batch_norm_axis: str | None = None):
+def critic_loss(config: DDPGConfig, spec: EnvSpec, parts: Parts, params: Any,
+                state: DDPGState, batch: Sample, key: PRNGKey | None = None):
     """Weighted critic loss (summed over twin critics); returns ``(loss, (td [N], q [N],
     critic non-params))``, TD errors and values of the first critic."""
     tr = batch.transition
-    q_t = target_q(config, spec, state, tr.next_obs, key)
+    q_t = target_q(config, spec, parts, state, tr.next_obs, key)
     _, rest = _split(state.critic)
-    q, updates = _critics(config, networks(config, spec, batch_norm_axis),
-                          {"params": params, **rest},
+    q, updates = _critics(config, parts.train_critic, {"params": params, **rest},
                           tr.obs, tr.action, train=True)
     td = jax.vmap(jax.vmap(ddpg_critic_td), in_axes=(0, None, None, None))(
         q, tr.reward, tr.discount, q_t)
@@ -260,115 +269,80 @@ def critic_loss(config: DDPGConfig, spec: EnvSpec, params: Any, state: DDPGState
     return loss, (td[0], q[0], {**rest, **updates})
 
 
-def actor_loss(config: DDPGConfig, spec: EnvSpec, params: Any, state: DDPGState,
-               obs: Array, key: PRNGKey | None = None,
-               batch_norm_axis: str | None = None):
+def actor_loss(config: DDPGConfig, spec: EnvSpec, parts: Parts, params: Any,
+               state: DDPGState, obs: Array, key: PRNGKey | None = None):
     """``mean -Q(s, mu(s))`` with the critic of ``state`` (batch statistics, as it is
     trained, its own statistics untouched); returns ``(loss, actor non-params)``."""
-    nets = networks(config, spec, batch_norm_axis)
+    del spec
     _, rest = _split(state.actor)
-    action, updates = _apply_train(nets.actor, {"params": params, **rest}, obs,
+    action, updates = _apply_train(parts.train_actor, {"params": params, **rest}, obs,
                                    **_noise_tree_key(config, key))
-    q, _ = _apply_train(nets.critic, _first_critic(config, state.critic), obs, action)
+    q, _ = _apply_train(parts.train_critic, _first_critic(config, state.critic), obs, action)
     return jnp.mean(ddpg_actor_loss(q)), {**rest, **updates}
 
 
-def _actor_step(config: DDPGConfig, spec: EnvSpec, state: DDPGState, obs: Array,
-                key: PRNGKey, parallel: _Parallel) -> tuple[DDPGState, Metrics]:
+def _actor_step(config: DDPGConfig, spec: EnvSpec, parts: Parts, state: DDPGState,
+                obs: Array, key: PRNGKey) -> tuple[DDPGState, Metrics]:
     """Actor step on the current critic, then soft updates of both targets."""
-    actor_opt = _optimizers(config, parallel.grad_transform)[0]
-    actor_params, _ = _split(state.actor)
-    (loss, actor_rest), grads = jax.value_and_grad(
-        functools.partial(actor_loss, config, spec, batch_norm_axis=parallel.batch_norm_axis),
-        has_aux=True)(actor_params, state, obs, key)
-    updates, actor_opt_state = actor_opt.update(grads, state.actor_opt, actor_params)
-    actor = {"params": optax.apply_updates(actor_params, updates), **actor_rest}
-    state = state.replace(
-        actor=actor, actor_opt=actor_opt_state,
-        target_actor=soft_update(state.target_actor, actor, config.tau),
-        target_critic=soft_update(state.target_critic, state.critic, config.tau))
-    return state, {"actor_loss": loss, "actor_grad_norm": optax.tree.norm(grads)}
+    step = gradient_step(functools.partial(actor_loss, config, spec, parts), parts.actor_opt,
+                         _split(state.actor)[0], state.actor_opt, state, obs, key)
+    state = state.replace(actor={"params": step.params, **step.aux},
+                          actor_opt=step.opt_state)
+    return (soft_update_targets(state, config.tau),
+            {"actor_loss": step.loss, "actor_grad_norm": step.grad_norm})
 
 
-def update(config: DDPGConfig, spec: EnvSpec, state: DDPGState, batch: Sample,
-           key: PRNGKey, parallel: _Parallel = None) -> Update:
+def update(config: DDPGConfig, spec: EnvSpec, parts: Parts, state: DDPGState, batch: Sample,
+           key: PRNGKey) -> Update:
     """One critic step, one actor step (on the new critic; every ``policy_delay``-th
     step only), then soft target updates (with the actor step)."""
-    parallel = parallel or _Parallel()
     target_key, actor_key = jax.random.split(key)
-    critic_opt = _optimizers(config, parallel.grad_transform)[1]
-    critic_params, _ = _split(state.critic)
-    (c_loss, (td, q, critic_rest)), c_grads = jax.value_and_grad(
-        functools.partial(critic_loss, config, spec, batch_norm_axis=parallel.batch_norm_axis),
-        has_aux=True)(critic_params, state, batch, target_key)
-    q_mean, td_abs_mean = jnp.mean(q), jnp.mean(jnp.abs(td))
-    updates, critic_opt_state = critic_opt.update(c_grads, state.critic_opt, critic_params)
-    critic = {"params": optax.apply_updates(critic_params, updates), **critic_rest}
-    state = state.replace(critic=critic, critic_opt=critic_opt_state)
-
-    obs = batch.transition.obs
-    if config.policy_delay == 1:
-        state, actor_metrics = _actor_step(config, spec, state, obs, actor_key, parallel)
-    else:
-        def skip(state, obs, key):
-            return state, {"actor_loss": jnp.zeros(()), "actor_grad_norm": jnp.zeros(())}
-
-        def step(state, obs, key):
-            # Scaled so that the mean over policy_delay steps is the actor steps' mean.
-            state, m = _actor_step(config, spec, state, obs, key, parallel)
-            return state, jax.tree.map(lambda x: x * config.policy_delay, m)
-
-        state, actor_metrics = lockstep.cond(state.step % config.policy_delay == 0, step, skip,
-                                             state, obs, actor_key)
+    step = gradient_step(functools.partial(critic_loss, config, spec, parts), parts.critic_opt,
+                         _split(state.critic)[0], state.critic_opt, state, batch, target_key)
+    td, q, critic_rest = step.aux
+    state = state.replace(critic={"params": step.params, **critic_rest},
+                          critic_opt=step.opt_state)
+    state, actor_metrics = delayed_actor_step(
+        state.step, config.policy_delay, functools.partial(_actor_step, config, spec, parts),
+        state, batch.transition.obs, actor_key)
     state = state.replace(step=state.step + 1)
-    metrics = {"critic_loss": c_loss, "q_mean": q_mean, "td_abs_mean": td_abs_mean,
-               "critic_grad_norm": optax.tree.norm(c_grads),
+    metrics = {"critic_loss": step.loss, "q_mean": jnp.mean(q),
+               "td_abs_mean": jnp.mean(jnp.abs(td)), "critic_grad_norm": step.grad_norm,
                "noise_scale": jnp.mean(state.noise_scale), **actor_metrics}
     return Update(state, metrics, td)
 
 
-def td_error(config: DDPGConfig, spec: EnvSpec, state: DDPGState, transition: Any) -> Array:
+def td_error(config: DDPGConfig, spec: EnvSpec, parts: Parts, state: DDPGState,
+             transition: Any) -> Array:
     """TD errors ``[N]`` of n-step transitions, all networks in evaluation mode (the
     initial priorities of new transitions)."""
-    q_t = target_q(config, spec, state, transition.next_obs)
-    q = networks(config, spec).critic.apply(_first_critic(config, state.critic),
-                                            transition.obs, transition.action)
+    q_t = target_q(config, spec, parts, state, transition.next_obs)
+    q = parts.critic.apply(_first_critic(config, state.critic), transition.obs,
+                           transition.action)
     return jax.vmap(ddpg_critic_td)(q, transition.reward, transition.discount, q_t)
 
 
-def make_ddpg(config: DDPGConfig, spec: EnvSpec, *,
-              grad_transform: optax.GradientTransformation | None = None,
-              batch_norm_axis: str | None = None) -> Agent:
+def make_ddpg(config: DDPGConfig, spec: EnvSpec, *, parallel: Parallel = ONE_DEVICE) -> Agent:
     """Builds the DDPG agent for a continuous-action environment.
 
     Args:
         config: hyperparameters.
         spec: the environment's spec.
-        grad_transform: applied to the gradients before both optimizers (the parallel
-            layer passes one that averages them over devices); None: nothing.
-        batch_norm_axis: the one place an agent names a mesh axis. With ``batch_norm``
-            and data-parallel learning, each device holds a slice of every batch, and
-            flax's BatchNorm can only take the whole batch's statistics through a named
-            mesh axis (a mean over devices inside the layer); averaging gradients
-            afterwards cannot recover them. The parallel layer passes its axis here; None elsewhere.
+        parallel: data-parallel hooks (:class:`rljax.agents.base.Parallel`): its
+            ``grad_transform`` goes before both optimizers, and with ``batch_norm`` its
+            ``batch_norm_axis`` gives the gradient steps the whole batch's statistics;
+            default: one device.
 
     Raises:
         ValueError: if the environment's actions are discrete or not a 1-D box.
     """
-    if spec.discrete:
-        raise ValueError(
-            f"DDPG needs a continuous action space, but {spec.task_id} has {spec.num_actions} "
-            "discrete actions; use a discrete-action agent (dqn or a2c) for it")
-    if len(spec.action_shape) != 1 or len(spec.obs_shape) != 1:
-        raise ValueError(f"DDPG in rljax needs vector observations and 1-D actions; "
-                         f"{spec.task_id} has observations {spec.obs_shape} and actions "
-                         f"{spec.action_shape}")
-    parallel = _Parallel(grad_transform, batch_norm_axis)
+    check_continuous("DDPG", spec)
+    built = parts(config, spec, parallel)
     return Agent(
-        init=functools.partial(init, config, spec, grad_transform=grad_transform),
-        act=functools.partial(act, config, spec),
-        update=functools.partial(update, config, spec, parallel=parallel),
-        policy=functools.partial(policy, config, spec),
+        init=functools.partial(init, config, spec, built),
+        act=functools.partial(act, config, spec, built),
+        update=functools.partial(update, config, spec, built),
+        policy=functools.partial(policy, config, spec, built),
         params=lambda state: state.actor,
-        td_error=functools.partial(td_error, config, spec),
+        td_error=functools.partial(td_error, config, spec, built),
     )

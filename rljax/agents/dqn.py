@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -41,8 +42,15 @@ import optax
 from flax import struct
 
 from rljax import exploration, losses, validate
-from rljax.agents.base import Agent, Update, with_grad_transform
+from rljax.agents.base import (  # noqa: I001
+    ONE_DEVICE,
+    Agent,
+    Parallel,
+    Update,
+    check_action_space,
+)
 from rljax.envs.spec import EnvSpec
+from rljax.gradients import gradient_step
 from rljax.losses.value_learning import LOSSES
 from rljax.networks import Network, make_q_network, noise_like
 from rljax.networks.conv import METHODS as CONV_METHODS
@@ -156,7 +164,15 @@ class DQNState:
     update_step: Array
 
 
-def _network(config: DQNConfig, spec: EnvSpec) -> Network:
+class Parts(NamedTuple):
+    """DQN's network and optimizer, built once by :func:`make_dqn`."""
+
+    net: Network
+    optimizer: optax.GradientTransformation
+
+
+def network(config: DQNConfig, spec: EnvSpec) -> Network:
+    """The Q-network of ``config`` for ``spec``."""
     return make_q_network(spec.obs_shape, spec.num_actions, config.hidden_sizes,
                           head_hidden_sizes=config.head_hidden_sizes, dueling=config.dueling,
                           noisy=config.noisy, sigma0=config.noisy_sigma0,
@@ -183,21 +199,18 @@ def q_values(config: DQNConfig, out: Array) -> Array:
     return _mean_q(support(config), out) if config.distributional else out
 
 
-def _make_optimizer(config: DQNConfig,
-                    grad_transform: optax.GradientTransformation | None = None
-                    ) -> optax.GradientTransformation:
+def parts(config: DQNConfig, spec: EnvSpec, parallel: Parallel = ONE_DEVICE) -> Parts:
+    """The network and optimizer of ``config`` for ``spec``."""
     clip = [optax.clip_by_global_norm(config.max_grad_norm)] if config.max_grad_norm else []
     # One flat vector: a handful of kernels per step instead of several per parameter array.
-    return with_grad_transform(
-        optax.flatten(optax.chain(*clip, optax.adam(config.lr, eps=config.adam_eps))),
-        grad_transform)
+    optimizer = optax.flatten(optax.chain(*clip, optax.adam(config.lr, eps=config.adam_eps)))
+    return Parts(network(config, spec), parallel.optimizer(optimizer))
 
 
-def init(config: DQNConfig, spec: EnvSpec, key: PRNGKey,
-         grad_transform: optax.GradientTransformation | None = None) -> DQNState:
-    params = _network(config, spec).init(key, jnp.zeros((1,) + spec.obs_shape, spec.obs_dtype))
+def init(spec: EnvSpec, parts: Parts, key: PRNGKey) -> DQNState:
+    params = parts.net.init(key, jnp.zeros((1,) + spec.obs_shape, spec.obs_dtype))
     return DQNState(params=params, target_params=jax.tree.map(jnp.copy, params),
-                    opt_state=_make_optimizer(config, grad_transform).init(params),
+                    opt_state=parts.optimizer.init(params),
                     step=jnp.zeros((), jnp.int32), update_step=jnp.zeros((), jnp.int32))
 
 
@@ -209,12 +222,11 @@ def _per_env_noise(params: Params, key: PRNGKey, num_envs: int) -> dict:
                                         for k, x in zip(keys, leaves, strict=True)])
 
 
-def act(config: DQNConfig, spec: EnvSpec, state: DQNState, obs: Array, key: PRNGKey,
+def act(config: DQNConfig, net: Network, state: DQNState, obs: Array, key: PRNGKey,
         step: Array, new_episode: Array) -> tuple[Array, dict, DQNState]:
     """Exploring actions ``[B]``: epsilon-greedy at ``epsilon(step)``, or greedy in a
     noisy network with fresh noise per env."""
     del new_episode
-    net = _network(config, spec)
     state = state.replace(update_step=jnp.asarray(step, jnp.int32))
     if config.noisy:
         noise = _per_env_noise(state.params, key, obs.shape[0])
@@ -224,9 +236,9 @@ def act(config: DQNConfig, spec: EnvSpec, state: DQNState, obs: Array, key: PRNG
     return exploration.epsilon_greedy(key, q, epsilon_schedule(config)(step)), {}, state
 
 
-def policy(config: DQNConfig, spec: EnvSpec, params: Params, obs: Array) -> Array:
+def policy(config: DQNConfig, net: Network, params: Params, obs: Array) -> Array:
     """Noise-free greedy actions ``[B]`` (of the mean returns with a categorical head)."""
-    q = q_values(config, _network(config, spec).apply(params, obs))
+    q = q_values(config, net.apply(params, obs))
     return jnp.argmax(q, axis=-1).astype(jnp.int32)
 
 
@@ -313,7 +325,7 @@ def _categorical_loss(config: DQNConfig, net: Network, params: Params, target_pa
     return total, (kl, metrics)
 
 
-def loss(config: DQNConfig, spec: EnvSpec, params: Params, target_params: Params,
+def loss(config: DQNConfig, net: Network, params: Params, target_params: Params,
          batch: Sample, key: PRNGKey | None = None) -> tuple[Array, tuple[Array, Metrics]]:
     """Importance-weighted TD loss of a replay sample.
 
@@ -325,44 +337,40 @@ def loss(config: DQNConfig, spec: EnvSpec, params: Params, target_params: Params
         ``(loss, (td_error [N], metrics))``.
     """
     if config.distributional:
-        return _categorical_loss(config, _network(config, spec), params, target_params, batch,
-                                 key)
-    td, q_tm1 = td_errors(config, _network(config, spec), params, target_params,
-                          batch.transition, key)
+        return _categorical_loss(config, net, params, target_params, batch, key)
+    td, q_tm1 = td_errors(config, net, params, target_params, batch.transition, key)
     total = losses.weighted_td_loss(td, batch.weights, loss=config.td_loss,
                                     delta=config.huber_delta)
     metrics = {"loss": total, "q_mean": jnp.mean(q_tm1), "td_abs_mean": jnp.mean(jnp.abs(td))}
     return total, (td, metrics)
 
 
-def update(config: DQNConfig, spec: EnvSpec, state: DQNState, batch: Sample,
-           key: PRNGKey, grad_transform: optax.GradientTransformation | None = None
-           ) -> Update:
+def update(config: DQNConfig, parts: Parts, state: DQNState, batch: Sample,
+           key: PRNGKey) -> Update:
     """One gradient step and the target update; returns the TD errors for priorities."""
     key = key if config.noisy else None
-    grads, (td, metrics) = jax.grad(functools.partial(loss, config, spec), has_aux=True)(
-        state.params, state.target_params, batch, key)
-    optimizer = _make_optimizer(config, grad_transform)
-    updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
-    params = optax.apply_updates(state.params, updates)
+    grad = gradient_step(functools.partial(loss, config, parts.net), parts.optimizer,
+                         state.params, state.opt_state, state.target_params, batch, key)
+    td, metrics = grad.aux
+    params = grad.params
     step = state.step + 1
     if config.tau is not None:
         target = soft_update(state.target_params, params, config.tau)
     else:
         target = periodic_update(state.target_params, params, step,
                                  config.target_period * config.loop.grad_steps)
-    metrics["grad_norm"] = optax.tree.norm(grads)
+    metrics["grad_norm"] = grad.grad_norm
     if not config.noisy:
         metrics["epsilon"] = epsilon_schedule(config)(state.update_step)
-    state = state.replace(params=params, target_params=target, opt_state=opt_state, step=step)
+    state = state.replace(params=params, target_params=target, opt_state=grad.opt_state,
+                          step=step)
     return Update(state, metrics, td)
 
 
-def td_error(config: DQNConfig, spec: EnvSpec, state: DQNState,
+def td_error(config: DQNConfig, net: Network, state: DQNState,
              transition: NStepTransition) -> Array:
     """Noise-free TD errors ``[N]`` (initial priorities of new transitions); the KL
     divergences to the targets with a categorical head."""
-    net = _network(config, spec)
     if config.distributional:
         target, logits_tm1 = categorical_targets(config, net, state.params,
                                                  state.target_params, transition)
@@ -370,29 +378,25 @@ def td_error(config: DQNConfig, spec: EnvSpec, state: DQNState,
     return td_errors(config, net, state.params, state.target_params, transition)[0]
 
 
-def make_dqn(config: DQNConfig, spec: EnvSpec, *,
-             grad_transform: optax.GradientTransformation | None = None) -> Agent:
+def make_dqn(config: DQNConfig, spec: EnvSpec, *, parallel: Parallel = ONE_DEVICE) -> Agent:
     """Builds the DQN agent for a discrete-action environment.
 
     Args:
         config: hyperparameters.
         spec: the environment's spec.
-        grad_transform: applied to the gradients before the optimizer (the parallel layer
-            passes one that averages them over devices); None: nothing.
+        parallel: data-parallel hooks (:class:`rljax.agents.base.Parallel`; its
+            ``grad_transform`` goes before the optimizer); default: one device.
 
     Raises:
         ValueError: if the environment's actions are continuous.
     """
-    if not spec.discrete:
-        raise ValueError(
-            f"DQN needs a discrete action space, but {spec.task_id} has a continuous one "
-            f"(Box of shape {spec.action_shape}, low {spec.action_low}, high "
-            f"{spec.action_high}); use a continuous-control agent such as ddpg")
+    check_action_space("DQN", spec, discrete=True)
+    built = parts(config, spec, parallel)
     return Agent(
-        init=functools.partial(init, config, spec, grad_transform=grad_transform),
-        act=functools.partial(act, config, spec),
-        update=functools.partial(update, config, spec, grad_transform=grad_transform),
-        policy=functools.partial(policy, config, spec),
+        init=functools.partial(init, spec, built),
+        act=functools.partial(act, config, built.net),
+        update=functools.partial(update, config, built),
+        policy=functools.partial(policy, config, built.net),
         params=lambda state: state.params,
-        td_error=functools.partial(td_error, config, spec),
+        td_error=functools.partial(td_error, config, built.net),
     )

@@ -32,11 +32,13 @@ from flax import struct
 
 from rljax import exploration, losses, validate
 from rljax.agents.base import (
+    ONE_DEVICE,
     Agent,
+    Parallel,
     Update,
     annealed_learning_rate,
+    check_action_space,
     check_memory_fields,
-    with_grad_transform,
 )
 from rljax.envs.spec import EnvSpec
 from rljax.minibatches import minibatch_epochs
@@ -45,7 +47,7 @@ from rljax.networks.core import ACTIVATIONS, Network
 from rljax.networks.distributions import take_action
 from rljax.networks.layer_norm import make_layer_norm_q_network
 from rljax.records import OnPolicyLoop, shape_field
-from rljax.types import WHOLE, Array, Metrics, Params, PRNGKey, Rollout, Split, next_obs
+from rljax.types import Array, Metrics, Params, PRNGKey, Rollout, next_obs
 from rljax.validate import Schedule
 
 OPTIMIZERS = ("radam", "adam")
@@ -169,7 +171,15 @@ class PQNState:
     update_step: Array
 
 
-def _network(config: PQNConfig, spec: EnvSpec) -> Network:
+class Parts(NamedTuple):
+    """PQN's network and optimizer, built once by :func:`make_pqn`."""
+
+    net: Network
+    optimizer: optax.GradientTransformation
+
+
+def network(config: PQNConfig, spec: EnvSpec) -> Network:
+    """The Q-network of ``config`` for ``spec``."""
     return make_layer_norm_q_network(spec.obs_shape, spec.num_actions, config.hidden_sizes,
                                      activation=config.activation, layer_norm=config.layer_norm,
                                      conv_method=config.conv_method)
@@ -181,45 +191,43 @@ def learning_rate(config: PQNConfig) -> optax.Schedule:
                                   config.num_epochs * config.num_minibatches)
 
 
-def _make_optimizer(config: PQNConfig,
-                    grad_transform: optax.GradientTransformation | None = None
-                    ) -> optax.GradientTransformation:
+def optimizer(config: PQNConfig, parallel: Parallel = ONE_DEVICE
+              ) -> optax.GradientTransformation:
+    """The optimizer of ``config`` (also PQN-RNN's), after the parallel transformation."""
     clip = [optax.clip_by_global_norm(config.max_grad_norm)] if config.max_grad_norm else []
     make = optax.radam if config.optimizer == "radam" else optax.adam
     # One flat vector: a handful of kernels per step instead of several per parameter array.
-    return with_grad_transform(
-        optax.flatten(optax.chain(*clip, make(learning_rate(config), eps=config.adam_eps))),
-        grad_transform)
+    return parallel.optimizer(
+        optax.flatten(optax.chain(*clip, make(learning_rate(config), eps=config.adam_eps))))
 
 
-def init(config: PQNConfig, spec: EnvSpec, key: PRNGKey,
-         grad_transform: optax.GradientTransformation | None = None) -> PQNState:
-    params = _network(config, spec).init(key, jnp.zeros((1,) + spec.obs_shape, spec.obs_dtype))
-    return PQNState(params=params, opt_state=_make_optimizer(config, grad_transform).init(params),
+def init(spec: EnvSpec, parts: Parts, key: PRNGKey) -> PQNState:
+    params = parts.net.init(key, jnp.zeros((1,) + spec.obs_shape, spec.obs_dtype))
+    return PQNState(params=params, opt_state=parts.optimizer.init(params),
                     step=jnp.zeros((), jnp.int32), update_step=jnp.zeros((), jnp.int32))
 
 
-def act(config: PQNConfig, spec: EnvSpec, state: PQNState, obs: Array, key: PRNGKey,
+def act(config: PQNConfig, net: Network, state: PQNState, obs: Array, key: PRNGKey,
         step: Array, new_episode: Array) -> tuple[Array, dict, PQNState]:
     """Epsilon-greedy actions ``[B]`` at ``epsilon(step)``."""
     del new_episode
-    q = _network(config, spec).apply(state.params, obs)
+    q = net.apply(state.params, obs)
     state = state.replace(update_step=jnp.asarray(step, jnp.int32))
     return exploration.epsilon_greedy(key, q, epsilon_schedule(config)(step)), {}, state
 
 
-def policy(config: PQNConfig, spec: EnvSpec, params: Params, obs: Array) -> Array:
+def policy(net: Network, params: Params, obs: Array) -> Array:
     """Greedy actions ``[B]``."""
-    return jnp.argmax(_network(config, spec).apply(params, obs), axis=-1).astype(jnp.int32)
+    return jnp.argmax(net.apply(params, obs), axis=-1).astype(jnp.int32)
 
 
-def targets(config: PQNConfig, spec: EnvSpec, params: Params, batch: Rollout) -> Array:
+def targets(config: PQNConfig, net: Network, params: Params, batch: Rollout) -> Array:
     """Q(lambda) targets ``[T, B]`` of a rollout from the network ``params``.
 
     Rewards are scaled by ``reward_scale``; the targets of reset steps are meaningless
     (masked by ``batch.valid``).
     """
-    q_t = _network(config, spec).apply(params, next_obs(batch))
+    q_t = net.apply(params, next_obs(batch))
     discount = config.gamma * (1.0 - batch.terminated.astype(jnp.float32))
     end = batch.terminated | batch.truncated
     fn = functools.partial(losses.q_lambda_returns, lambda_=config.q_lambda)
@@ -236,46 +244,45 @@ class Samples(NamedTuple):
     valid: Array
 
 
-def minibatch_loss(config: PQNConfig, spec: EnvSpec, params: Params,
-                   minibatch: Samples) -> tuple[Array, Metrics]:
-    """``0.5 (Q(s, a) - G)^2`` averaged over the valid samples of a minibatch ``[N]``."""
-    q = _network(config, spec).apply(params, minibatch.obs)
-    q_a = take_action(q, minibatch.action, 0.0)
-    td = jax.lax.stop_gradient(minibatch.target) - q_a
-    loss = losses.masked_mean(0.5 * jnp.square(td), minibatch.valid)
-    return loss, {"loss": loss, "q_mean": losses.masked_mean(q_a, minibatch.valid),
-                  "td_abs": losses.masked_mean(jnp.abs(td), minibatch.valid)}
+def q_lambda_loss(q: Array, data: Samples) -> tuple[Array, Metrics]:
+    """``0.5 (Q(s, a) - G)^2`` averaged over the valid samples, from the Q-values ``q
+    [..., A]`` of ``data.obs`` (shared by PQN and PQN-RNN); ``(loss, metrics)``."""
+    q_a = take_action(q, data.action, 0.0)
+    td = jax.lax.stop_gradient(data.target) - q_a
+    loss = losses.masked_mean(0.5 * jnp.square(td), data.valid)
+    return loss, {"loss": loss, "q_mean": losses.masked_mean(q_a, data.valid),
+                  "td_abs": losses.masked_mean(jnp.abs(td), data.valid)}
 
 
-def update(config: PQNConfig, spec: EnvSpec, state: PQNState, batch: Rollout,
-           key: PRNGKey, grad_transform: optax.GradientTransformation | None = None
-           ) -> Update:
+def minibatch_loss(net: Network, params: Params, minibatch: Samples) -> tuple[Array, Metrics]:
+    """:func:`q_lambda_loss` on a minibatch ``[N]``."""
+    return q_lambda_loss(net.apply(params, minibatch.obs), minibatch)
+
+
+def update(config: PQNConfig, parts: Parts, state: PQNState, batch: Rollout,
+           key: PRNGKey) -> Update:
     """``num_epochs`` epochs of minibatch steps towards the rollout's Q(lambda) targets."""
     data = Samples(obs=batch.obs[:-1], action=batch.action,
-                   target=targets(config, spec, state.params, batch), valid=batch.valid)
+                   target=targets(config, parts.net, state.params, batch), valid=batch.valid)
     params, opt_state, metrics = minibatch_epochs(
         key, state.params, state.opt_state, data,
-        functools.partial(minibatch_loss, config, spec),
-        _make_optimizer(config, grad_transform), config.num_epochs, config.num_minibatches)
+        functools.partial(minibatch_loss, parts.net), parts.optimizer, config.num_epochs,
+        config.num_minibatches)
     metrics["target_mean"] = losses.masked_mean(data.target, batch.valid)
     metrics["epsilon"] = epsilon_schedule(config)(state.update_step)
     return Update(state.replace(params=params, opt_state=opt_state, step=state.step + 1),
                   metrics)
 
 
-def make_pqn(config: PQNConfig, spec: EnvSpec, *,
-             grad_transform: optax.GradientTransformation | None = None,
-             split: Split = WHOLE) -> Agent:
+def make_pqn(config: PQNConfig, spec: EnvSpec, *, parallel: Parallel = ONE_DEVICE) -> Agent:
     """Builds the PQN agent for a discrete-action environment.
 
     Args:
         config: hyperparameters.
         spec: the environment's spec.
-        grad_transform: applied to the gradients before the optimizer (the parallel
-            layer passes one that averages them over devices); None: nothing.
-        split: on one shard of a data-parallel run, how to see every shard's envs (the
-            parallel layer passes it); only an agent with memory needs it (its carry is
-            every env's). Default: one device.
+        parallel: data-parallel hooks (:class:`rljax.agents.base.Parallel`): its
+            ``grad_transform`` goes before the optimizer; its ``split`` lets an agent with
+            memory see every env's carry. Default: one device.
 
     Raises:
         ValueError: if the environment's actions are continuous.
@@ -283,18 +290,16 @@ def make_pqn(config: PQNConfig, spec: EnvSpec, *,
     if config.anneal_lr and config.total_updates is None:
         raise ValueError("anneal_lr needs total_updates (the run's env steps divided by "
                          "num_envs * rollout_len; a run fills it in), got total_updates=None")
-    if not spec.discrete:
-        raise ValueError(
-            f"PQN needs a discrete action space, but {spec.task_id} has continuous actions "
-            f"of shape {spec.action_shape}; use a continuous-control agent (PPO, DDPG)")
+    check_action_space("PQN", spec, discrete=True)
     if config.memory is not None:
-        from rljax.agents.recurrent import make_recurrent_pqn
+        from rljax.agents.recurrent_pqn import make_recurrent_pqn
 
-        return make_recurrent_pqn(config, spec, grad_transform=grad_transform, split=split)
+        return make_recurrent_pqn(config, spec, parallel=parallel)
+    built = Parts(network(config, spec), optimizer(config, parallel))
     return Agent(
-        init=functools.partial(init, config, spec, grad_transform=grad_transform),
-        act=functools.partial(act, config, spec),
-        update=functools.partial(update, config, spec, grad_transform=grad_transform),
-        policy=functools.partial(policy, config, spec),
+        init=functools.partial(init, spec, built),
+        act=functools.partial(act, config, built.net),
+        update=functools.partial(update, config, built),
+        policy=functools.partial(policy, built.net),
         params=lambda state: state.params,
     )

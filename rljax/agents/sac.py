@@ -52,15 +52,18 @@ import optax
 from flax import struct
 
 from rljax import validate
-from rljax.agents.base import Agent, Update, with_grad_transform
-from rljax.agents.td3 import (
+from rljax.agents.base import ONE_DEVICE, Agent, Parallel, Update
+from rljax.agents.continuous import (
     adam,
     bounds,
     check_continuous,
     critic_step,
+    example_inputs,
+    own_copy,
     with_random_phase,
 )
 from rljax.envs.spec import EnvSpec
+from rljax.gradients import gradient_step
 from rljax.losses.continuous import sac_actor_loss, sac_critic_target, temperature_loss
 from rljax.networks import Network, tanh_gaussian
 from rljax.networks.continuous import TwinCritic, make_gaussian_actor, make_twin_critic
@@ -151,18 +154,26 @@ class SACState:
     step: Array
 
 
-class Nets(NamedTuple):
+class Parts(NamedTuple):
+    """SAC's networks and optimizers, built once by :func:`make_sac`."""
+
     actor: Network
     critic: TwinCritic
+    actor_opt: optax.GradientTransformation
+    critic_opt: optax.GradientTransformation
+    temperature_opt: optax.GradientTransformation
 
 
-def networks(config: SACConfig, spec: EnvSpec) -> Nets:
-    return Nets(make_gaussian_actor(spec.action_shape[0], hidden_sizes=config.actor_hidden,
-                                    activation=config.activation,
-                                    log_std_min=config.log_std_min,
-                                    log_std_max=config.log_std_max),
-                make_twin_critic(hidden_sizes=config.critic_hidden,
-                                 activation=config.activation))
+def parts(config: SACConfig, spec: EnvSpec, parallel: Parallel = ONE_DEVICE) -> Parts:
+    """The networks and optimizers of ``config`` for ``spec``."""
+    return Parts(make_gaussian_actor(spec.action_shape[0], hidden_sizes=config.actor_hidden,
+                                     activation=config.activation,
+                                     log_std_min=config.log_std_min,
+                                     log_std_max=config.log_std_max),
+                 make_twin_critic(hidden_sizes=config.critic_hidden,
+                                  activation=config.activation),
+                 adam(config.actor_lr, parallel), adam(config.critic_lr, parallel),
+                 adam(config.temperature_lr, parallel))
 
 
 def target_entropy(config: SACConfig, spec: EnvSpec) -> float:
@@ -172,147 +183,136 @@ def target_entropy(config: SACConfig, spec: EnvSpec) -> float:
     return float(config.target_entropy)
 
 
-def _optimizers(config: SACConfig, grad_transform: optax.GradientTransformation | None):
-    return (adam(config.actor_lr, grad_transform), adam(config.critic_lr, grad_transform),
-            with_grad_transform(optax.adam(config.temperature_lr), grad_transform))
-
-
-def init(config: SACConfig, spec: EnvSpec, key: PRNGKey,
-         grad_transform: optax.GradientTransformation | None = None) -> SACState:
-    nets = networks(config, spec)
+def init(config: SACConfig, spec: EnvSpec, parts: Parts, key: PRNGKey) -> SACState:
     actor_key, critic_key = jax.random.split(key)
-    obs = jnp.zeros((1,) + spec.obs_shape, jnp.float32)
-    action = jnp.zeros((1,) + spec.action_shape, jnp.float32)
-    actor = nets.actor.init(actor_key, obs)
-    critic = nets.critic.init(critic_key, obs, action)
+    obs, action = example_inputs(spec)
+    actor = parts.actor.init(actor_key, obs)
+    critic = parts.critic.init(critic_key, obs, action)
     log_alpha = jnp.asarray(math.log(config.init_temperature), jnp.float32)
-    actor_opt, critic_opt, temperature_opt = _optimizers(config, grad_transform)
-    return SACState(actor=actor, critic=critic,
-                    target_critic=jax.tree.map(jnp.array, critic),  # own buffers (donation)
-                    log_alpha=log_alpha, actor_opt=actor_opt.init(actor["params"]),
-                    critic_opt=critic_opt.init(critic["params"]),
-                    temperature_opt=temperature_opt.init(log_alpha),
+    return SACState(actor=actor, critic=critic, target_critic=own_copy(critic),
+                    log_alpha=log_alpha, actor_opt=parts.actor_opt.init(actor["params"]),
+                    critic_opt=parts.critic_opt.init(critic["params"]),
+                    temperature_opt=parts.temperature_opt.init(log_alpha),
                     step=jnp.zeros((), jnp.int32))
 
 
-def sample(config: SACConfig, spec: EnvSpec, params: Any, obs: Array,
+def sample(spec: EnvSpec, parts: Parts, params: Any, obs: Array,
            key: PRNGKey) -> tuple[Array, Array]:
     """Policy samples ``(action [N, A], log pi(action|obs) [N])``, reparameterised in
     ``params``."""
-    mean, log_std = networks(config, spec).actor.apply(params, obs)
+    mean, log_std = parts.actor.apply(params, obs)
     low, high = bounds(spec)
     return tanh_gaussian.sample_and_log_prob(key, mean, log_std, low, high)
 
 
-def policy(config: SACConfig, spec: EnvSpec, params: Any, obs: Array) -> Array:
+def policy(config: SACConfig, spec: EnvSpec, parts: Parts, params: Any, obs: Array) -> Array:
     """Noise-free actions ``[N, A]``: the squashed mean."""
-    mean, _ = networks(config, spec).actor.apply(params, obs)
+    del config
+    mean, _ = parts.actor.apply(params, obs)
     low, high = bounds(spec)
     return tanh_gaussian.deterministic_action(mean, low, high)
 
 
-def act(config: SACConfig, spec: EnvSpec, state: SACState, obs: Array, key: PRNGKey,
-        step: Array, new_episode: Array) -> tuple[Array, dict, SACState]:
+def act(config: SACConfig, spec: EnvSpec, parts: Parts, state: SACState, obs: Array,
+        key: PRNGKey, step: Array, new_episode: Array) -> tuple[Array, dict, SACState]:
     """Policy samples ``[B, A]``, or uniform random actions in the random phase."""
     del new_episode
     sample_key, random_key = jax.random.split(key)
-    action, _ = sample(config, spec, state.actor, obs, sample_key)
+    action, _ = sample(spec, parts, state.actor, obs, sample_key)
     return with_random_phase(config, spec, action, random_key, step), {}, state
 
 
-def critic_target(config: SACConfig, spec: EnvSpec, state: SACState, transition: Any,
-                  key: PRNGKey | None = None) -> Array:
+def critic_target(config: SACConfig, spec: EnvSpec, parts: Parts, state: SACState,
+                  transition: Any, key: PRNGKey | None = None) -> Array:
     """Soft clipped double-Q target ``y [N]`` with the current temperature; ``key``: one
     policy sample ``a' ~ pi(.|s')``; None: the squashed mean (see the module docstring)."""
-    nets = networks(config, spec)
+    del config
     next_obs = transition.next_obs
     if key is None:
-        mean, log_std = nets.actor.apply(state.actor, next_obs)
+        mean, log_std = parts.actor.apply(state.actor, next_obs)
         low, high = bounds(spec)
         a_t = tanh_gaussian.deterministic_action(mean, low, high)
         log_prob_t = tanh_gaussian.log_prob(mean, log_std, a_t, low, high)
     else:
-        a_t, log_prob_t = sample(config, spec, state.actor, next_obs, key)
-    q_t = nets.critic.apply(state.target_critic, next_obs, a_t)
+        a_t, log_prob_t = sample(spec, parts, state.actor, next_obs, key)
+    q_t = parts.critic.apply(state.target_critic, next_obs, a_t)
     return sac_critic_target(transition.reward, transition.discount, q_t[0], q_t[1],
                              log_prob_t, jnp.exp(state.log_alpha))
 
 
-def actor_loss(config: SACConfig, spec: EnvSpec, params: Any, state: SACState, obs: Array,
+def actor_loss(spec: EnvSpec, parts: Parts, params: Any, state: SACState, obs: Array,
                key: PRNGKey) -> tuple[Array, Array]:
     """``mean alpha log pi(a|s) - min_j Q_j(s, a)`` with ``a ~ pi(.|s)`` from ``key`` and
     the critics of ``state``; returns ``(loss, log_prob [N])``."""
-    action, log_prob = sample(config, spec, {"params": params}, obs, key)
-    q = networks(config, spec).critic.apply(state.critic, obs, action)
+    action, log_prob = sample(spec, parts, {"params": params}, obs, key)
+    q = parts.critic.apply(state.critic, obs, action)
     loss = sac_actor_loss(q[0], q[1], log_prob, jnp.exp(state.log_alpha))
     return jnp.mean(loss), log_prob
 
 
-def update(config: SACConfig, spec: EnvSpec, state: SACState, batch: Sample, key: PRNGKey,
-           grad_transform: optax.GradientTransformation | None = None) -> Update:
+def _temperature_loss(config: SACConfig, spec: EnvSpec, log_alpha: Array,
+                      log_prob: Array) -> Array:
+    return jnp.mean(temperature_loss(log_alpha, log_prob, target_entropy(config, spec)))
+
+
+def update(config: SACConfig, spec: EnvSpec, parts: Parts, state: SACState, batch: Sample,
+           key: PRNGKey) -> Update:
     """Critic step (next actions from ``jax.random.split(key)[0]``), actor step on the new
     critics (samples from ``[1]``), temperature step, soft update of the target critics."""
-    actor_opt, critic_opt, temperature_opt = _optimizers(config, grad_transform)
     target_key, actor_key = jax.random.split(key)
-    target = critic_target(config, spec, state, batch.transition, target_key)
+    target = critic_target(config, spec, parts, state, batch.transition, target_key)
     critic, critic_opt_state, metrics, td = critic_step(
-        networks(config, spec).critic, critic_opt, state.critic, state.critic_opt, batch,
-        target)
+        parts.critic, parts.critic_opt, state.critic, state.critic_opt, batch, target)
     state = state.replace(critic=critic, critic_opt=critic_opt_state)
 
-    params = state.actor["params"]
-    (a_loss, log_prob), a_grads = jax.value_and_grad(
-        functools.partial(actor_loss, config, spec), has_aux=True)(
-            params, state, batch.transition.obs, actor_key)
-    updates, actor_opt_state = actor_opt.update(a_grads, state.actor_opt, params)
-    state = state.replace(actor={"params": optax.apply_updates(params, updates)},
-                          actor_opt=actor_opt_state)
+    step = gradient_step(functools.partial(actor_loss, spec, parts), parts.actor_opt,
+                         state.actor["params"], state.actor_opt, state, batch.transition.obs,
+                         actor_key)
+    log_prob = step.aux
+    state = state.replace(actor={"params": step.params}, actor_opt=step.opt_state)
     alpha = jnp.exp(state.log_alpha)
-    metrics = {**metrics, "actor_loss": a_loss, "actor_grad_norm": optax.tree.norm(a_grads),
+    metrics = {**metrics, "actor_loss": step.loss, "actor_grad_norm": step.grad_norm,
                "alpha": alpha, "entropy": -jnp.mean(log_prob)}
 
     if config.learn_temperature:
-        t_loss, t_grad = jax.value_and_grad(
-            lambda log_alpha: jnp.mean(temperature_loss(log_alpha, log_prob,
-                                                        target_entropy(config, spec))))(
-                state.log_alpha)
-        updates, temperature_opt_state = temperature_opt.update(t_grad, state.temperature_opt,
-                                                                state.log_alpha)
-        state = state.replace(log_alpha=optax.apply_updates(state.log_alpha, updates),
-                              temperature_opt=temperature_opt_state)
-        metrics["temperature_loss"] = t_loss
+        step = gradient_step(functools.partial(_temperature_loss, config, spec),
+                             parts.temperature_opt, state.log_alpha, state.temperature_opt,
+                             log_prob, has_aux=False)
+        state = state.replace(log_alpha=step.params, temperature_opt=step.opt_state)
+        metrics["temperature_loss"] = step.loss
     state = state.replace(target_critic=soft_update(state.target_critic, state.critic,
                                                     config.tau),
                           step=state.step + 1)
     return Update(state, metrics, td)
 
 
-def td_error(config: SACConfig, spec: EnvSpec, state: SACState, transition: Any) -> Array:
+def td_error(config: SACConfig, spec: EnvSpec, parts: Parts, state: SACState,
+             transition: Any) -> Array:
     """``y - Q_1(s, a)`` ``[N]`` bootstrapped from the squashed mean (initial priorities)."""
-    q1 = networks(config, spec).critic.apply_first(state.critic, transition.obs,
-                                                   transition.action)
-    return critic_target(config, spec, state, transition) - q1
+    q1 = parts.critic.apply_first(state.critic, transition.obs, transition.action)
+    return critic_target(config, spec, parts, state, transition) - q1
 
 
-def make_sac(config: SACConfig, spec: EnvSpec, *,
-             grad_transform: optax.GradientTransformation | None = None) -> Agent:
+def make_sac(config: SACConfig, spec: EnvSpec, *, parallel: Parallel = ONE_DEVICE) -> Agent:
     """Builds the SAC agent for a continuous-action environment.
 
     Args:
         config: hyperparameters.
         spec: the environment's spec.
-        grad_transform: applied to the gradients before each of the three optimizers
-            (the parallel layer passes one that averages them over devices); None: nothing.
+        parallel: data-parallel hooks (:class:`rljax.agents.base.Parallel`; its
+            ``grad_transform`` goes before each of the three optimizers); default: one
+            device.
 
     Raises:
         ValueError: if the environment's actions are discrete or not a 1-D box.
     """
     check_continuous("SAC", spec)
+    built = parts(config, spec, parallel)
     return Agent(
-        init=functools.partial(init, config, spec, grad_transform=grad_transform),
-        act=functools.partial(act, config, spec),
-        update=functools.partial(update, config, spec, grad_transform=grad_transform),
-        policy=functools.partial(policy, config, spec),
+        init=functools.partial(init, config, spec, built),
+        act=functools.partial(act, config, spec, built),
+        update=functools.partial(update, config, spec, built),
+        policy=functools.partial(policy, config, spec, built),
         params=lambda state: state.actor,
-        td_error=functools.partial(td_error, config, spec),
+        td_error=functools.partial(td_error, config, spec, built),
     )

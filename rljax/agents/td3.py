@@ -37,9 +37,8 @@ networks and Adam 3e-4 for actor and critics (the paper: 400-300 networks, Adam 
 batch 100), batch 256, tau 0.005, gamma 0.99, 25,000 initial random steps with learning
 from then on, one env and one gradient step per env step.
 
-The pieces other agents share live here as well: the random initial phase, the
-continuous-action check and the twin critics' loss and step (:func:`critic_step`), which
-:mod:`rljax.agents.sac` uses.
+What DDPG, TD3 and SAC share (twin critics, target smoothing, delayed actor steps, the
+random initial phase) lives in :mod:`rljax.agents.continuous`.
 """
 
 from __future__ import annotations
@@ -53,20 +52,28 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from rljax import exploration, lockstep, validate
-from rljax.agents.base import Agent, Update, with_grad_transform
-from rljax.envs.spec import EnvSpec
-from rljax.losses import ddpg_actor_loss, weighted_td_loss
-from rljax.losses.continuous import (
-    clipped_double_q_target,
-    delayed_update,
-    smoothed_target_action,
+from rljax import exploration, validate
+from rljax.agents.base import ONE_DEVICE, Agent, Parallel, Update
+from rljax.agents.continuous import (
+    adam,
+    bounds,
+    check_continuous,
+    critic_step,
+    delayed_actor_step,
+    example_inputs,
+    own_copy,
+    smooth_target_action,
+    soft_update_targets,
+    with_random_phase,
 )
+from rljax.envs.spec import EnvSpec
+from rljax.gradients import gradient_step
+from rljax.losses import ddpg_actor_loss
+from rljax.losses.continuous import clipped_double_q_target
 from rljax.networks import Network, make_ddpg_actor
 from rljax.networks.continuous import TwinCritic, make_twin_critic
 from rljax.networks.core import ACTIVATIONS
 from rljax.records import OffPolicyLoop, Replay, shape_field
-from rljax.targets import soft_update
 from rljax.types import Array, Metrics, PRNGKey, Sample
 
 
@@ -138,239 +145,130 @@ class TD3State:
     step: Array
 
 
-class Nets(NamedTuple):
+class Parts(NamedTuple):
+    """TD3's networks and optimizers, built once by :func:`make_td3`."""
+
     actor: Network
     critic: TwinCritic
+    actor_opt: optax.GradientTransformation
+    critic_opt: optax.GradientTransformation
 
 
-# --- pieces shared with SAC -----------------------------------------------------------
+def parts(config: TD3Config, spec: EnvSpec, parallel: Parallel = ONE_DEVICE) -> Parts:
+    """The networks and optimizers of ``config`` for ``spec``."""
+    return Parts(make_ddpg_actor(spec.action_low, spec.action_high,
+                                 hidden_sizes=config.actor_hidden,
+                                 activation=config.activation, batch_norm=False),
+                 make_twin_critic(hidden_sizes=config.critic_hidden,
+                                  activation=config.activation),
+                 adam(config.actor_lr, parallel), adam(config.critic_lr, parallel))
 
 
-def check_continuous(algo: str, spec: EnvSpec) -> None:
-    """ValueError unless ``spec`` has vector observations and a 1-D box of actions."""
-    if spec.discrete:
-        raise ValueError(
-            f"{algo} needs a continuous action space, but {spec.task_id} has "
-            f"{spec.num_actions} discrete actions; use a discrete-action agent (dqn or a2c)")
-    if len(spec.action_shape) != 1 or len(spec.obs_shape) != 1:
-        raise ValueError(f"{algo} in rljax needs vector observations and 1-D actions; "
-                         f"{spec.task_id} has observations {spec.obs_shape} and actions "
-                         f"{spec.action_shape}")
-
-
-def bounds(spec: EnvSpec) -> tuple[Array, Array]:
-    """Action bounds ``(low [A], high [A])`` as float32."""
-    return (jnp.asarray(spec.action_low, jnp.float32),
-            jnp.asarray(spec.action_high, jnp.float32))
-
-
-def adam(lr: float, grad_transform: optax.GradientTransformation | None
-         ) -> optax.GradientTransformation:
-    # Per parameter array, not optax.flatten: XLA:CPU copies the twin critics' stacked,
-    # transposed first-layer gradient into the flat vector very slowly, and with 256x256
-    # networks that copy took over half of a gradient step (TD3 8.6 -> 3.4 ms, SAC 14.7
-    # -> 5.3 ms per step of 256 without it; docs/benchmarks.md).
-    return with_grad_transform(optax.adam(lr), grad_transform)
-
-
-def with_random_phase(config: Any, spec: EnvSpec, action: Array, key: PRNGKey,
-                      step: Array) -> Array:
-    """``action [B, A]``, or uniform random actions during the first
-    ``config.loop.random_steps`` env steps (loop update ``step`` starts at env step
-    ``step * config.loop.steps_per_update``)."""
-    if config.loop.random_steps == 0:
-        return action
-    low, high = bounds(spec)
-    uniform = jax.random.uniform(key, action.shape, action.dtype, low, high)
-    early = jnp.asarray(step) * config.loop.steps_per_update < config.loop.random_steps
-    return jnp.where(early, uniform, action)
-
-
-def twin_critic_loss(critic: Network, params: Any, batch: Sample,
-                     target: Array) -> tuple[Array, tuple[Array, Array]]:
-    """``sum_j mean_i w_i 0.5 (y_i - Q_j(s_i, a_i))^2`` for the twin critics.
-
-    Args:
-        critic: the twin critic (:func:`rljax.networks.continuous.make_twin_critic`).
-        params: its parameters.
-        batch: replay sample: transitions ``[N]`` and importance ``weights [N]``.
-        target: ``y [N]`` (gradient-free).
-
-    Returns:
-        ``(loss, (td [2, N], q [2, N]))``.
-    """
-    tr = batch.transition
-    q = critic.apply({"params": params}, tr.obs, tr.action)
-    td = jax.lax.stop_gradient(target)[None] - q
-    loss = sum(weighted_td_loss(td[j], batch.weights, loss="l2") for j in range(q.shape[0]))
-    return loss, (td, q)
-
-
-def critic_step(critic: Network, optimizer: optax.GradientTransformation, variables: Any,
-                opt_state: optax.OptState, batch: Sample,
-                target: Array) -> tuple[Any, optax.OptState, Metrics, Array]:
-    """One optimizer step of the twin critics toward ``target [N]``.
-
-    Returns:
-        ``(variables, opt_state, metrics, td [N])``: the new critic, and the first critic's
-        TD errors before the step (new priorities).
-    """
-    params = variables["params"]
-    (loss, (td, q)), grads = jax.value_and_grad(
-        functools.partial(twin_critic_loss, critic), has_aux=True)(params, batch, target)
-    updates, opt_state = optimizer.update(grads, opt_state, params)
-    metrics = {"critic_loss": loss, "q_mean": jnp.mean(q[0]),
-               "td_abs_mean": jnp.mean(jnp.abs(td[0])),
-               "critic_grad_norm": optax.tree.norm(grads)}
-    return {"params": optax.apply_updates(params, updates)}, opt_state, metrics, td[0]
-
-
-# --- TD3 ------------------------------------------------------------------------------
-
-
-def networks(config: TD3Config, spec: EnvSpec) -> Nets:
-    return Nets(make_ddpg_actor(spec.action_low, spec.action_high,
-                                hidden_sizes=config.actor_hidden,
-                                activation=config.activation, batch_norm=False),
-                make_twin_critic(hidden_sizes=config.critic_hidden,
-                                 activation=config.activation))
-
-
-def _optimizers(config: TD3Config, grad_transform: optax.GradientTransformation | None):
-    return adam(config.actor_lr, grad_transform), adam(config.critic_lr, grad_transform)
-
-
-def init(config: TD3Config, spec: EnvSpec, key: PRNGKey,
-         grad_transform: optax.GradientTransformation | None = None) -> TD3State:
-    nets = networks(config, spec)
+def init(config: TD3Config, spec: EnvSpec, parts: Parts, key: PRNGKey) -> TD3State:
+    del config
     actor_key, critic_key = jax.random.split(key)
-    obs = jnp.zeros((1,) + spec.obs_shape, jnp.float32)
-    action = jnp.zeros((1,) + spec.action_shape, jnp.float32)
-    actor = nets.actor.init(actor_key, obs)
-    critic = nets.critic.init(critic_key, obs, action)
-    copy = lambda tree: jax.tree.map(jnp.array, tree)  # own buffers: the loop donates state
-    actor_opt, critic_opt = _optimizers(config, grad_transform)
-    return TD3State(actor=actor, critic=critic, target_actor=copy(actor),
-                    target_critic=copy(critic), actor_opt=actor_opt.init(actor["params"]),
-                    critic_opt=critic_opt.init(critic["params"]),
+    obs, action = example_inputs(spec)
+    actor = parts.actor.init(actor_key, obs)
+    critic = parts.critic.init(critic_key, obs, action)
+    return TD3State(actor=actor, critic=critic, target_actor=own_copy(actor),
+                    target_critic=own_copy(critic),
+                    actor_opt=parts.actor_opt.init(actor["params"]),
+                    critic_opt=parts.critic_opt.init(critic["params"]),
                     step=jnp.zeros((), jnp.int32))
 
 
-def policy(config: TD3Config, spec: EnvSpec, params: Any, obs: Array) -> Array:
+def policy(config: TD3Config, spec: EnvSpec, parts: Parts, params: Any, obs: Array) -> Array:
     """Noise-free actions ``[N, A]``."""
+    del config
     low, high = bounds(spec)
-    return jnp.clip(networks(config, spec).actor.apply(params, obs), low, high)
+    return jnp.clip(parts.actor.apply(params, obs), low, high)
 
 
-def act(config: TD3Config, spec: EnvSpec, state: TD3State, obs: Array, key: PRNGKey,
-        step: Array, new_episode: Array) -> tuple[Array, dict, TD3State]:
+def act(config: TD3Config, spec: EnvSpec, parts: Parts, state: TD3State, obs: Array,
+        key: PRNGKey, step: Array, new_episode: Array) -> tuple[Array, dict, TD3State]:
     """Exploring actions ``[B, A]``: ``clip(mu(s) + N(0, (sigma h)^2), low, high)``, or
     uniform ones in the random phase."""
     del new_episode
     noise_key, random_key = jax.random.split(key)
     low, high = bounds(spec)
-    mu = policy(config, spec, state.actor, obs)
+    mu = policy(config, spec, parts, state.actor, obs)
     noise = exploration.gaussian_noise(noise_key, mu.shape, config.exploration_noise)
     action = jnp.clip(mu + noise * (high - low) / 2, low, high)
     return with_random_phase(config, spec, action, random_key, step), {}, state
 
 
-def critic_target(config: TD3Config, spec: EnvSpec, state: TD3State, transition: Any,
-                  key: PRNGKey | None = None) -> Array:
+def critic_target(config: TD3Config, spec: EnvSpec, parts: Parts, state: TD3State,
+                  transition: Any, key: PRNGKey | None = None) -> Array:
     """Clipped double-Q target ``y [N]`` of n-step transitions; ``key``: with target
     policy smoothing (noise ``target_noise * h * jax.random.normal(key, [N, A])``),
     None: without."""
-    nets = networks(config, spec)
-    low, high = bounds(spec)
-    a_t = nets.actor.apply(state.target_actor, transition.next_obs)
+    a_t = parts.actor.apply(state.target_actor, transition.next_obs)
     if key is not None:
-        # Smoothing in [-1, 1] coordinates, where the paper's scales apply.
-        mid, half = (high + low) / 2, (high - low) / 2
-        unit = smoothed_target_action(key, (a_t - mid) / half, config.target_noise,
-                                      config.target_noise_clip, -1.0, 1.0)
-        a_t = mid + half * unit
-    a_t = jnp.clip(a_t, low, high)
-    q_t = nets.critic.apply(state.target_critic, transition.next_obs, a_t)
+        a_t = smooth_target_action(key, a_t, config.target_noise, config.target_noise_clip,
+                                   spec, half_ranges=True)
+    else:
+        a_t = jnp.clip(a_t, *bounds(spec))
+    q_t = parts.critic.apply(state.target_critic, transition.next_obs, a_t)
     return clipped_double_q_target(transition.reward, transition.discount, q_t[0], q_t[1])
 
 
-def actor_loss(config: TD3Config, spec: EnvSpec, params: Any, state: TD3State,
-               obs: Array) -> Array:
+def actor_loss(parts: Parts, params: Any, state: TD3State, obs: Array) -> Array:
     """``mean -Q_1(s, mu(s))`` with the critics of ``state``."""
-    nets = networks(config, spec)
-    q1 = nets.critic.apply_first(state.critic, obs, nets.actor.apply({"params": params}, obs))
+    q1 = parts.critic.apply_first(state.critic, obs, parts.actor.apply({"params": params}, obs))
     return jnp.mean(ddpg_actor_loss(q1))
 
 
-def _actor_step(config: TD3Config, spec: EnvSpec, optimizer: optax.GradientTransformation,
-                state: TD3State, obs: Array) -> tuple[TD3State, Metrics]:
+def _actor_step(config: TD3Config, parts: Parts, state: TD3State,
+                obs: Array) -> tuple[TD3State, Metrics]:
     """Actor step on the current critics, then soft updates of all targets."""
-    params = state.actor["params"]
-    loss, grads = jax.value_and_grad(functools.partial(actor_loss, config, spec))(
-        params, state, obs)
-    updates, actor_opt = optimizer.update(grads, state.actor_opt, params)
-    actor = {"params": optax.apply_updates(params, updates)}
-    state = state.replace(actor=actor, actor_opt=actor_opt,
-                          target_actor=soft_update(state.target_actor, actor, config.tau),
-                          target_critic=soft_update(state.target_critic, state.critic,
-                                                    config.tau))
-    return state, {"actor_loss": loss, "actor_grad_norm": optax.tree.norm(grads)}
+    step = gradient_step(functools.partial(actor_loss, parts), parts.actor_opt,
+                         state.actor["params"], state.actor_opt, state, obs, has_aux=False)
+    state = state.replace(actor={"params": step.params}, actor_opt=step.opt_state)
+    return (soft_update_targets(state, config.tau),
+            {"actor_loss": step.loss, "actor_grad_norm": step.grad_norm})
 
 
-def update(config: TD3Config, spec: EnvSpec, state: TD3State, batch: Sample, key: PRNGKey,
-           grad_transform: optax.GradientTransformation | None = None) -> Update:
+def update(config: TD3Config, spec: EnvSpec, parts: Parts, state: TD3State, batch: Sample,
+           key: PRNGKey) -> Update:
     """One critic step toward the smoothed clipped double-Q target (noise from ``key``),
     then, every ``policy_delay``-th step, an actor step and the target updates."""
-    actor_opt, critic_opt = _optimizers(config, grad_transform)
-    target = critic_target(config, spec, state, batch.transition, key)
+    target = critic_target(config, spec, parts, state, batch.transition, key)
     critic, critic_opt_state, metrics, td = critic_step(
-        networks(config, spec).critic, critic_opt, state.critic, state.critic_opt, batch,
-        target)
+        parts.critic, parts.critic_opt, state.critic, state.critic_opt, batch, target)
     state = state.replace(critic=critic, critic_opt=critic_opt_state)
-    obs = batch.transition.obs
-    delay = config.policy_delay
-    if delay == 1:
-        state, actor_metrics = _actor_step(config, spec, actor_opt, state, obs)
-    else:
-        def step(state):
-            state, m = _actor_step(config, spec, actor_opt, state, obs)
-            return state, jax.tree.map(lambda x: x * delay, m)
-
-        def skip(state):
-            return state, {"actor_loss": jnp.zeros(()), "actor_grad_norm": jnp.zeros(())}
-
-        state, actor_metrics = lockstep.cond(delayed_update(state.step, delay), step, skip,
-                                             state)
+    state, actor_metrics = delayed_actor_step(
+        state.step, config.policy_delay, functools.partial(_actor_step, config, parts), state,
+        batch.transition.obs)
     state = state.replace(step=state.step + 1)
     return Update(state, {**metrics, **actor_metrics}, td)
 
 
-def td_error(config: TD3Config, spec: EnvSpec, state: TD3State, transition: Any) -> Array:
+def td_error(config: TD3Config, spec: EnvSpec, parts: Parts, state: TD3State,
+             transition: Any) -> Array:
     """``y - Q_1(s, a)`` ``[N]`` without smoothing noise (initial priorities)."""
-    q1 = networks(config, spec).critic.apply_first(state.critic, transition.obs,
-                                                   transition.action)
-    return critic_target(config, spec, state, transition) - q1
+    q1 = parts.critic.apply_first(state.critic, transition.obs, transition.action)
+    return critic_target(config, spec, parts, state, transition) - q1
 
 
-def make_td3(config: TD3Config, spec: EnvSpec, *,
-             grad_transform: optax.GradientTransformation | None = None) -> Agent:
+def make_td3(config: TD3Config, spec: EnvSpec, *, parallel: Parallel = ONE_DEVICE) -> Agent:
     """Builds the TD3 agent for a continuous-action environment.
 
     Args:
         config: hyperparameters.
         spec: the environment's spec.
-        grad_transform: applied to the gradients before both optimizers (the parallel
-            layer passes one that averages them over devices); None: nothing.
+        parallel: data-parallel hooks (:class:`rljax.agents.base.Parallel`; its
+            ``grad_transform`` goes before both optimizers); default: one device.
 
     Raises:
         ValueError: if the environment's actions are discrete or not a 1-D box.
     """
     check_continuous("TD3", spec)
+    built = parts(config, spec, parallel)
     return Agent(
-        init=functools.partial(init, config, spec, grad_transform=grad_transform),
-        act=functools.partial(act, config, spec),
-        update=functools.partial(update, config, spec, grad_transform=grad_transform),
-        policy=functools.partial(policy, config, spec),
+        init=functools.partial(init, config, spec, built),
+        act=functools.partial(act, config, spec, built),
+        update=functools.partial(update, config, spec, built),
+        policy=functools.partial(policy, config, spec, built),
         params=lambda state: state.actor,
-        td_error=functools.partial(td_error, config, spec),
+        td_error=functools.partial(td_error, config, spec, built),
     )

@@ -115,9 +115,8 @@ def level_offsets(capacity: int, fanout: int) -> list[int]:
     return [0, *np.cumsum(level_sizes(capacity, fanout)).tolist()]
 
 
-def init(
-    capacity: int, dtype: jnp.dtype = jnp.float32, fanout: int = DEFAULT_FANOUT
-) -> SumTreeState:
+def init(capacity: int, dtype: jnp.dtype = jnp.float32,
+         fanout: int = DEFAULT_FANOUT) -> SumTreeState:
     """An all-zero tree.
 
     Args:
@@ -180,9 +179,8 @@ def _keep_last(indices: Array, capacity: int) -> Array:
     return jnp.zeros(k, bool).at[sorted_pos].set(last_sorted, unique_indices=True)
 
 
-def set(  # noqa: A001
-    state: SumTreeState, indices: ArrayLike, values: ArrayLike, unique: bool = False
-) -> SumTreeState:
+def set(state: SumTreeState, indices: ArrayLike, values: ArrayLike,  # noqa: A001
+        unique: bool = False) -> SumTreeState:
     """Sets leaves ``indices`` to ``values`` and recomputes their ancestors from children.
 
     Duplicates: the last occurrence in the batch wins. Indices outside ``[0, capacity)`` are
@@ -203,14 +201,9 @@ def set(  # noqa: A001
     return set_and_max(state, indices, values, unique)[0]
 
 
-def set_and_max(
-    state: SumTreeState,
-    indices: ArrayLike,
-    values: ArrayLike,
-    unique: bool = False,
-    size: ArrayLike | None = None,
-    running_max: ArrayLike | None = None,
-) -> tuple[SumTreeState, Array]:
+def set_and_max(state: SumTreeState, indices: ArrayLike, values: ArrayLike,
+                unique: bool = False, size: ArrayLike | None = None,
+                running_max: ArrayLike | None = None) -> tuple[SumTreeState, Array]:
     """:func:`set` restricted to ``indices < size``, also returning the running maximum.
 
     Args:
@@ -246,9 +239,8 @@ def set_and_max(
     return state.replace(nodes=nodes), largest
 
 
-def _set_jax(
-    nodes: Array, node: Array, values: Array, capacity: int, f: int, unique: bool
-) -> Array:
+def _set_jax(nodes: Array, node: Array, values: Array, capacity: int, f: int,
+             unique: bool) -> Array:
     offsets = level_offsets(capacity, f)
     keep = (node >= 0) & (node < capacity)
     if not unique:
@@ -391,9 +383,8 @@ def stratified_draw(state: SumTreeState, unit: Array) -> tuple[Array, Array]:
     )
 
 
-def from_values(
-    values: ArrayLike, capacity: int, dtype: jnp.dtype = jnp.float32, fanout: int = DEFAULT_FANOUT
-) -> SumTreeState:
+def from_values(values: ArrayLike, capacity: int, dtype: jnp.dtype = jnp.float32,
+                fanout: int = DEFAULT_FANOUT) -> SumTreeState:
     """Builds a tree from ``[capacity]`` leaf values in one pass (tests and bulk loads)."""
     state = init(capacity, dtype, fanout)
     sizes = level_sizes(capacity, fanout)

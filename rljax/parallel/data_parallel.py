@@ -37,20 +37,20 @@ agree where the shards' counts and statistics agree: tested on the first update)
 
 One exception to "agents name no axis": batch norm's training statistics must be the
 whole batch's, and flax's ``BatchNorm`` takes them through a named axis, so agents with
-batch-norm layers (DDPG) accept ``batch_norm_axis`` and get :data:`AXIS` here.
+batch-norm layers (DDPG) take :data:`AXIS` from the :class:`~rljax.agents.base.Parallel`
+record that :func:`agent_parallel` gives every agent factory.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import inspect
-from collections.abc import Callable
 from typing import Any
 
 import jax
 import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from rljax.agents.base import Parallel
 from rljax.envs.base import Env, EnvState
 from rljax.loops.state import LoopState, Trainer
 from rljax.parallel import devices, multihost
@@ -130,18 +130,11 @@ def average_gradients() -> optax.GradientTransformation:
     return optax.GradientTransformation(init, update)
 
 
-def agent_options(make_agent: Callable[..., Any]) -> dict[str, Any]:
-    """Keyword arguments that make an agent learn data-parallel: the gradient average;
-    :data:`AXIS` for the batch statistics of agents that take ``batch_norm_axis``; and
-    :func:`split` for agents that keep running statistics of their rollouts (PPO's
-    observation and reward statistics), which take ``split``."""
-    options: dict[str, Any] = {"grad_transform": average_gradients()}
-    parameters = inspect.signature(make_agent).parameters
-    if "batch_norm_axis" in parameters:
-        options["batch_norm_axis"] = AXIS
-    if "split" in parameters:
-        options["split"] = split()
-    return options
+def agent_parallel() -> Parallel:
+    """The record that makes an agent learn data-parallel (every ``make_<algo>`` takes it):
+    the gradient average, :func:`split` for agents that keep running statistics of their
+    rollouts or memory of every env, and :data:`AXIS` for batch-norm statistics."""
+    return Parallel(grad_transform=average_gradients(), split=split(), batch_norm_axis=AXIS)
 
 
 def _state_specs() -> LoopState:
@@ -154,7 +147,7 @@ def _state_specs() -> LoopState:
 
 def shard_trainer(trainer: Trainer, env: Env, mesh: Mesh) -> Trainer:
     """A one-agent trainer (built on :func:`make_env`, an agent made with
-    :func:`agent_options` and a loop given :func:`split`) whose chunk runs as one SPMD
+    :func:`agent_parallel` and a loop given :func:`split`) whose chunk runs as one SPMD
     program over
     ``mesh``, jitted with the state donated; ``init`` places the state on the mesh."""
     if trainer.init_state is None or trainer.chunk_fn is None:

@@ -23,6 +23,7 @@ import jax
 from jax.sharding import Mesh
 
 from rljax import envs
+from rljax.agents.base import ONE_DEVICE, Parallel
 from rljax.loops.state import Trainer
 from rljax.parallel import data_parallel, devices, sweep
 from rljax.parallel import envs as parallel_envs
@@ -118,13 +119,13 @@ def make_env(task_id: str, num_envs: int, seed: int, options: Any = (), *,
     return envs.make(task_id, num_envs, seed, **options)
 
 
-def _make_agent(algo, config, spec, jit_init: bool = True, **options):
+def _make_agent(algo, config, spec, jit_init: bool = True, parallel: Parallel = ONE_DEVICE):
     """The algorithm's agent, with ``init`` jitted for a single run: one compiled program
     (cached by the compilation cache) instead of hundreds of eager operations, with the
     same result. Members keep the plain ``init`` under their vmap: a jitted init nested in
     the vmapped member init, run op by op, could hang in XLA:CPU's runtime, and jitting the
     whole member init hung sharded programs."""
-    agent = algo.make_agent(config, spec, **options)
+    agent = algo.make_agent(config, spec, parallel=parallel)
     return agent._replace(init=jax.jit(agent.init)) if jit_init else agent
 
 
@@ -176,7 +177,7 @@ def _build_data_parallel(run: RunConfig, algo, device_list) -> tuple[envs.Env, A
     env = make_env(run.env_id, run.config.loop.num_envs, run.seed, run.env_options, mesh=mesh)
     preflight.check_values(run, env.spec)
     agent = _make_agent(algo, run.config, env.spec, jit_init=False,
-                        **data_parallel.agent_options(algo.make_agent))
+                        parallel=data_parallel.agent_parallel())
     trainer = algo.make_trainer(agent, env, run.config, _updates_per_chunk(run), run.threshold,
                                 split=data_parallel.split())
     num_chunks = _num_chunks(run, trainer)

@@ -24,7 +24,8 @@ class Algorithm(NamedTuple):
         name: short name used by presets and the CLI.
         module: the agent's module (``rljax.agents.NAME``).
         config_name: its frozen config dataclass.
-        factory_name: ``make_agent(config, env_spec, *, grad_transform=None) -> Agent``.
+        factory_name: ``make_agent(config, env_spec, *, parallel=ONE_DEVICE) -> Agent``
+            (one signature for every agent; :class:`rljax.agents.base.Parallel`).
         loop: ``"on_policy"`` or ``"off_policy"`` (:mod:`rljax.loops.factory`).
         description: one line for ``rljax presets``.
     """

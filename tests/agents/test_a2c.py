@@ -85,13 +85,13 @@ def test_loss_ignores_reset_steps(cartpole_spec):
     agent = a2c.make_a2c(cfg, cartpole_spec)
     state = agent.init(jax.random.key(0))
     batch = _rollout(2)
-    loss0, _ = a2c.loss(cfg, cartpole_spec, state.params, batch)
+    loss0, _ = a2c.loss(cfg, a2c.parts(cfg, cartpole_spec), state.params, batch)
     # Changing what happens on reset steps (actions, obs there are ignored by envpool)
     # must not change the loss.
     invalid = ~np.asarray(batch.valid)
     action = np.where(invalid, 1 - np.asarray(batch.action), np.asarray(batch.action))
     flipped = batch._replace(action=jnp.asarray(action))
-    loss1, _ = a2c.loss(cfg, cartpole_spec, state.params, flipped)
+    loss1, _ = a2c.loss(cfg, a2c.parts(cfg, cartpole_spec), state.params, flipped)
     np.testing.assert_allclose(loss0, loss1, rtol=1e-6)
 
 
@@ -100,8 +100,8 @@ def test_normalized_advantage_policy_loss_matches_numpy(cartpole_spec):
     agent = a2c.make_a2c(cfg, cartpole_spec)
     state = agent.init(jax.random.key(3))
     batch = _rollout(4)
-    _, m = a2c.loss(cfg, cartpole_spec, state.params, batch)
-    net = a2c._networks(cfg, cartpole_spec)
+    _, m = a2c.loss(cfg, a2c.parts(cfg, cartpole_spec), state.params, batch)
+    net = a2c.parts(cfg, cartpole_spec)
     logits = np.asarray(net.actor.apply(state.params["actor"], batch.obs[:-1]), np.float64)
     values = np.asarray(net.critic.apply(state.params["critic"], batch.obs), np.float64)
     adv, ret = _ref_targets(batch, values, cfg.gamma, None)

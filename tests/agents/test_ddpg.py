@@ -134,8 +134,8 @@ def test_critic_loss_matches_numpy(jit, loss):
     config = dataclasses.replace(SMALL, td_loss=loss, huber_delta=0.5)
     state, batch = random_state(config), random_batch()
     tr = batch.transition
-    fn = jitted("critic_loss", config) if jit else functools.partial(ddpg.critic_loss, config,
-                                                                     SPEC)
+    fn = jitted("critic_loss", config) if jit else functools.partial(
+        ddpg.critic_loss, config, SPEC, ddpg.parts(config, SPEC))
     value, (td, q, rest) = fn(state.critic["params"], state, batch)
 
     # Targets from the target nets in evaluation mode; Q(s, a) in training mode.
@@ -222,7 +222,8 @@ def test_td_error_uses_evaluation_mode_everywhere():
 def test_actor_loss_matches_numpy_and_its_gradient(jit):
     state, batch = random_state(), random_batch()
     obs = batch.transition.obs
-    fn = jitted("actor_loss", SMALL) if jit else functools.partial(ddpg.actor_loss, SMALL, SPEC)
+    fn = jitted("actor_loss", SMALL) if jit else functools.partial(
+        ddpg.actor_loss, SMALL, SPEC, ddpg.parts(SMALL, SPEC))
     value, rest = fn(state.actor["params"], state, obs)
     action = np_actor(state.actor, obs, train=True)
     ref = -np.mean(np_critic(state.critic, obs, action, train=True))
@@ -254,13 +255,13 @@ def test_actor_loss_matches_numpy_and_its_gradient(jit):
 
 
 def test_initial_targets():
-    state = ddpg.init(SMALL, SPEC, jax.random.key(0))
+    state = bound("init", SMALL, SPEC)(jax.random.key(0))
     assert all(np.all(np.asarray(x) == 0) for x in jax.tree.leaves(
         state.target_critic["params"]))
     tree_close(state.target_critic["batch_stats"], state.critic["batch_stats"])
     jax.tree.map(np.testing.assert_array_equal, state.target_actor, state.actor)
-    copy = ddpg.init(dataclasses.replace(SMALL, target_critic_init="copy"), SPEC,
-                     jax.random.key(0))
+    copy = bound("init", dataclasses.replace(SMALL, target_critic_init="copy"))(
+        jax.random.key(0))
     jax.tree.map(np.testing.assert_array_equal, copy.target_critic, copy.critic)
 
 
@@ -312,7 +313,7 @@ def test_weight_decay_is_l2_added_before_adam():
     ``lr * sign(theta)`` on the first step (coupled L2, as PyTorch's Adam
     weight_decay), not by ``lr * wd * theta`` (AdamW)."""
     config = dataclasses.replace(SMALL, actor_weight_decay=1e-4, actor_lr=1e-3)
-    opt = ddpg._optimizers(config)[0]
+    opt = ddpg.parts(config, SPEC).actor_opt
     params = {"w": jnp.asarray([0.5, -2.0, 3.0])}
     updates, _ = opt.update({"w": jnp.zeros(3)}, opt.init(params), params)
     np.testing.assert_allclose(updates["w"], -1e-3 * np.sign(params["w"]), rtol=1e-3)
@@ -321,10 +322,15 @@ def test_weight_decay_is_l2_added_before_adam():
 # --- acting ----------------------------------------------------------------------------
 
 
+def bound(name, config, spec=SPEC):
+    """``ddpg.<name>`` bound to ``config``, ``spec`` and the parts built from them."""
+    return functools.partial(getattr(ddpg, name), config, spec, ddpg.parts(config, spec))
+
+
 @functools.cache
 def jitted(name, config, spec=SPEC):
     """``ddpg.<name>`` bound to ``config`` and jitted, compiled once per config."""
-    return jax.jit(functools.partial(getattr(ddpg, name), config, spec))
+    return jax.jit(bound(name, config, spec))
 
 
 def act(config, state, obs, key, new_episode):
@@ -350,7 +356,7 @@ def test_acting_changes_no_network_state_and_greedy_is_deterministic():
 
 def test_noise_scale_decays_per_episode_and_ou_restarts():
     config = dataclasses.replace(SMALL, ou_sigma=0.0, ou_theta=0.1)  # deterministic OU
-    state = ddpg.init(config, SPEC, jax.random.key(0))
+    state = bound("init", config, SPEC)(jax.random.key(0))
     np.testing.assert_allclose(state.noise_scale, 0.75)
     state = state.replace(ou=jnp.ones((B, ACT)))
     starts = [jnp.array([True, False, False, True]), jnp.array([True, True, False, False])]
@@ -368,11 +374,11 @@ def test_ou_noise_statistics_in_act():
     config = configure(SMALL, num_envs=4096, noise_scale=0.5, ou_sigma=0.2)
     spec = configure(SPEC, num_envs=4096, action_low=(-50.0, -50.0),
                                action_high=(50.0, 50.0))
-    state = ddpg.init(config, spec, jax.random.key(0))
+    state = bound("init", config, spec)(jax.random.key(0))
     obs = jnp.zeros((4096, OBS))
-    action, _, _ = jax.jit(lambda s, k: ddpg.act(config, spec, s, obs, k, 0,
-                                              jnp.zeros(4096, bool)))(state, jax.random.key(1))
-    noise = np.asarray(action) - np.asarray(ddpg.policy(config, spec, state.actor, obs))
+    action, _, _ = jax.jit(lambda s, k: bound("act", config, spec)(
+        s, obs, k, 0, jnp.zeros(4096, bool)))(state, jax.random.key(1))
+    noise = np.asarray(action) - np.asarray(bound("policy", config, spec)(state.actor, obs))
     assert abs(noise.mean()) < 5 * 0.1 / np.sqrt(noise.size)
     np.testing.assert_allclose(noise.std(), 0.5 * 0.2, rtol=0.05)
 
@@ -381,12 +387,12 @@ def test_ou_noise_statistics_in_act():
 def test_actions_clipped_to_bounds(noise):
     config = dataclasses.replace(SMALL, noise=noise, ou_sigma=50.0, gaussian_sigma=50.0,
                                  noise_scale=1.0)
-    state = ddpg.init(config, SPEC, jax.random.key(0))
+    state = bound("init", config, SPEC)(jax.random.key(0))
     action, _ = act(config, state, OBS_B, jax.random.key(1), jnp.zeros(B, bool))
     action = np.asarray(action)
     assert np.all(action >= np.asarray(LOW)) and np.all(action <= np.asarray(HIGH))
     assert np.any(action == np.asarray(LOW)) and np.any(action == np.asarray(HIGH))
-    greedy = np.asarray(ddpg.policy(config, SPEC, state.actor, 100 * OBS_B))
+    greedy = np.asarray(bound("policy", config)(state.actor, 100 * OBS_B))
     assert np.all(greedy >= np.asarray(LOW)) and np.all(greedy <= np.asarray(HIGH))
 
 
@@ -396,7 +402,7 @@ def test_actions_clipped_to_bounds(noise):
 @pytest.mark.parametrize("source", ["ou", "key"])
 def test_noisy_actor_noise_reproducible_and_off_in_evaluation(source):
     config = dataclasses.replace(SMALL, noisy=True, noisy_noise=source, noise="none")
-    state = ddpg.init(config, SPEC, jax.random.key(0))
+    state = bound("init", config, SPEC)(jax.random.key(0))
     assert "kernel_sigma" in state.actor["params"]["hidden_0"]
     new_episode = jnp.zeros(B, bool)
     a1, s1 = act(config, state, OBS_B, jax.random.key(1), new_episode)
@@ -425,7 +431,7 @@ def test_noisy_actor_noise_reproducible_and_off_in_evaluation(source):
 
 def test_noisy_update_trains_the_noise_scales():
     config = dataclasses.replace(SMALL, noisy=True)
-    state = ddpg.init(config, SPEC, jax.random.key(0))
+    state = bound("init", config, SPEC)(jax.random.key(0))
     new, _, _ = jitted("update", config)(state, random_batch(), jax.random.key(1))
     sigma = lambda s: np.asarray(s.actor["params"]["hidden_0"]["kernel_sigma"])  # noqa: E731
     assert not np.allclose(sigma(new), sigma(state))

@@ -29,7 +29,7 @@ def spec():
 
 def _random_variables(config, spec, seed):
     """Variables of the Q-network's structure with N(0, 0.5^2) draws (no init compile)."""
-    net = dqn._network(config, spec)
+    net = dqn.network(config, spec)
     shapes = jax.eval_shape(net.init, jax.random.key(0), jnp.zeros((1, OBS)))
     rng = np.random.default_rng(seed)
     return jax.tree.map(lambda s: (0.5 * rng.normal(size=s.shape)).astype(np.float32), shapes)
@@ -86,7 +86,7 @@ def test_loss_matches_numpy(spec, double_q, loss, delta, jit):
                            huber_delta=delta)
     params, target = _random_variables(config, spec, 0), _random_variables(config, spec, 1)
     batch = _batch()
-    fn = lambda p, t, b: dqn.loss(config, spec, p, t, b)
+    fn = lambda p, t, b: dqn.loss(config, dqn.network(config, spec), p, t, b)
     value, (td, _) = (jax.jit(fn) if jit else fn)(params, target, batch)
     ref_value, ref_td, y = _np_loss(config, params, target, batch)
     np.testing.assert_allclose(td, ref_td, rtol=1e-4, atol=1e-4)
@@ -98,7 +98,7 @@ def test_loss_matches_numpy(spec, double_q, loss, delta, jit):
 
     # Gradients flow only through Q(s, a): the same as differentiating against constant y.
     def const_target_loss(p):
-        q = dqn._network(config, spec).apply(p, batch.transition.obs)
+        q = dqn.network(config, spec).apply(p, batch.transition.obs)
         q_a = jnp.take_along_axis(q, batch.transition.action[:, None], axis=1)[:, 0]
         per = dqn.losses.weighted_td_loss(jnp.asarray(y, jnp.float32) - q_a, batch.weights,
                                           loss=loss, delta=delta)

@@ -12,7 +12,7 @@ import pytest
 from _corruptible import cartpole_runs
 
 from rljax import envs
-from rljax.agents import ppo
+from rljax.agents import ppo, ppo_loss, ppo_networks
 from rljax.records import configure
 from rljax.types import Rollout
 
@@ -160,7 +160,7 @@ def test_advantages_and_returns_match_numpy(specs, jit):
     cfg = _config()
     batch = _rollout(specs["discrete"], 0)
     values = np.random.default_rng(1).normal(size=(T + 1, B)).astype(np.float32)
-    fn = ppo.advantages_and_returns
+    fn = ppo_loss.advantages_and_returns
     if jit:
         fn = jax.jit(fn, static_argnums=0)
     adv, ret = fn(cfg, batch.reward, batch, jnp.asarray(values))
@@ -240,10 +240,10 @@ def _record_minibatches(monkeypatch):
     seen = []
     original = ppo.minibatch_loss
 
-    def recording(config, spec, params, minibatch):
+    def recording(config, spec, parts, params, minibatch):
         jax.debug.callback(lambda mb: seen.append(jax.tree.map(np.asarray, mb)), minibatch,
                            ordered=True)
-        return original(config, spec, params, minibatch)
+        return original(config, spec, parts, params, minibatch)
 
     monkeypatch.setattr(ppo, "minibatch_loss", recording)
     return seen
@@ -257,7 +257,7 @@ def test_each_sample_once_per_epoch_and_advantages_normalized_per_minibatch(spec
     agent = ppo.make_ppo(cfg, spec)
     state = agent.init(jax.random.key(0))
     batch = _acted_rollout(agent, state, spec, 5)
-    data, _ = ppo.samples(cfg, spec, state, batch)
+    data, _ = ppo.samples(cfg, spec, ppo.parts(cfg, spec), state, batch)
     seen = _record_minibatches(monkeypatch)
     m = agent.update(state, batch, jax.random.key(2)).metrics
     assert len(seen) == cfg.num_epochs * cfg.num_minibatches
@@ -301,12 +301,15 @@ def test_minibatch_loss_normalization_ignores_scale_shift_and_reset_steps(specs)
     rng = np.random.default_rng(4)
     n = 16
     valid = rng.random(n) < 0.7
-    mb = ppo.Samples(obs=jnp.asarray(rng.normal(size=(n, 4)), jnp.float32),
-                     action=jnp.asarray(rng.integers(0, 2, n)),
-                     log_prob=jnp.asarray(np.log(0.5) + 0.3 * rng.normal(size=n), jnp.float32),
-                     value=jnp.zeros(n), advantage=jnp.asarray(rng.normal(size=n), jnp.float32),
-                     target=jnp.zeros(n), valid=jnp.asarray(valid))
-    loss = lambda c, x: ppo.minibatch_loss(c, spec, state.params, x)[1]["policy_loss"]
+    mb = ppo_loss.Samples(obs=jnp.asarray(rng.normal(size=(n, 4)), jnp.float32),
+                          action=jnp.asarray(rng.integers(0, 2, n)),
+                          log_prob=jnp.asarray(np.log(0.5) + 0.3 * rng.normal(size=n),
+                                               jnp.float32),
+                          value=jnp.zeros(n),
+                          advantage=jnp.asarray(rng.normal(size=n), jnp.float32),
+                          target=jnp.zeros(n), valid=jnp.asarray(valid))
+    loss = lambda c, x: ppo.minibatch_loss(c, spec, ppo.parts(c, spec), state.params,
+                                           x)[1]["policy_loss"]
     base = loss(cfg, mb)
     moved = mb._replace(advantage=jnp.where(valid, 3.0 * mb.advantage + 5.0, 1e6))
     np.testing.assert_allclose(loss(cfg, moved), base, rtol=1e-5)
@@ -374,7 +377,7 @@ def test_obs_statistics_are_those_of_the_valid_observations(specs):
     params = agent.params(state)
     np.testing.assert_array_equal(
         agent.policy(params, obs),
-        ppo.policy(plain, spec, {"net": params["net"], "obs_stats": None},
+        ppo.policy(plain, spec, ppo.parts(plain, spec), {"net": params["net"], "obs_stats": None},
                    jnp.asarray(normalized, jnp.float32)))
     _, extras, _ = agent.act(state, obs, jax.random.key(0), 0, jnp.zeros(B, bool))
     _, value = _heads(np, _to_numpy(state.params), normalized)
@@ -395,7 +398,7 @@ def test_rewards_are_scaled_by_the_running_return_std(specs):
         seen += list(ret[valid[t]])
         scaled[t] = np.clip(reward[t] / np.sqrt(np.var(seen) + 1e-8), -10, 10)
         ret = np.where(term[t] | trunc[t], 0.0, ret)
-    data, scaler = ppo.samples(cfg, spec, state, batch)
+    data, scaler = ppo.samples(cfg, spec, ppo.parts(cfg, spec), state, batch)
     np.testing.assert_allclose(scaler.ret, ret, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(scaler.stats.var, np.var(seen), rtol=1e-4)
     _, last_value = _heads(np, _to_numpy(state.params), np.asarray(batch.obs[-1], np.float64))
@@ -467,11 +470,11 @@ def test_config_errors_name_field_and_value(specs):
 
 def test_learning_rate_anneals_linearly_per_update():
     cfg = _config(lr=1e-3, anneal_lr=True, total_updates=10, num_epochs=2, num_minibatches=3)
-    lr = ppo.learning_rate(cfg)
+    lr = ppo_networks.learning_rate(cfg)
     steps = jnp.arange(0, 70)
     expected = 1e-3 * np.maximum(1 - (np.arange(70) // 6) / 10, 0)
     np.testing.assert_allclose(jax.jit(jax.vmap(lr))(steps), expected, rtol=1e-6, atol=1e-12)
-    np.testing.assert_allclose(ppo.learning_rate(_config(lr=1e-3))(50), 1e-3)
+    np.testing.assert_allclose(ppo_networks.learning_rate(_config(lr=1e-3))(50), 1e-3)
 
 
 # --- learning -------------------------------------------------------------------------------------
@@ -484,6 +487,6 @@ CARTPOLE = ppo.PPOConfig()
 def test_ppo_solves_cartpole_and_a_flipped_surrogate_does_not():
     (solved_at, best), (flipped_solved_at, flipped_best) = cartpole_runs(
         ppo.make_ppo, CARTPOLE, 0, [(False, 500_000), (True, 100_000)],
-        ppo.losses, "clipped_surrogate_loss")
+        ppo_loss.losses, "clipped_surrogate_loss")
     assert 0 <= solved_at <= 500_000, best
     assert flipped_solved_at < 0 and flipped_best < 50, flipped_best

@@ -91,7 +91,7 @@ def test_targets_are_q_lambda_returns_over_the_rollout(specs, jit):
     state = pqn.make_pqn(cfg, spec).init(jax.random.key(0))
     batch = _rollout(1)
     fn = jax.jit(pqn.targets, static_argnums=(0, 1)) if jit else pqn.targets
-    got = fn(cfg, spec, state.params, batch)
+    got = fn(cfg, pqn.network(cfg, spec), state.params, batch)
     q_next = _np_q(np, _to_numpy(state.params), np.asarray(batch.obs[1:], np.float64))
     reward, term, trunc = (np.asarray(x) for x in (batch.reward, batch.terminated,
                                                    batch.truncated))
@@ -147,9 +147,10 @@ def test_reset_steps_do_not_enter_the_loss(specs):
     cfg = _config()
     state = pqn.make_pqn(cfg, spec).init(jax.random.key(0))
     batch = _rollout(5)
+    net = pqn.network(cfg, spec)
     data = pqn.Samples(obs=batch.obs[:-1], action=batch.action,
-                       target=pqn.targets(cfg, spec, state.params, batch), valid=batch.valid)
-    loss = lambda d: pqn.minibatch_loss(cfg, spec, state.params, d)[0]
+                       target=pqn.targets(cfg, net, state.params, batch), valid=batch.valid)
+    loss = lambda d: pqn.minibatch_loss(net, state.params, d)[0]
     invalid = ~np.asarray(batch.valid)
     changed = data._replace(action=jnp.where(invalid, 1 - data.action, data.action),
                             target=jnp.where(invalid, 1e6, data.target))
@@ -181,7 +182,7 @@ def test_layer_norm_before_every_hidden_nonlinearity(specs):
     torso = params["params"]["torso"]
     assert sorted(torso) == ["Dense_0", "Dense_1", "LayerNorm_0", "LayerNorm_1"]
     obs = np.random.default_rng(0).normal(size=(5, 4)) * 100
-    np.testing.assert_allclose(pqn._network(_config(hidden_sizes=(8, 8)), spec).apply(
+    np.testing.assert_allclose(pqn.network(_config(hidden_sizes=(8, 8)), spec).apply(
         params, jnp.asarray(obs, jnp.float32)), _np_q(np, _to_numpy(params), obs), rtol=1e-4,
         atol=1e-4)
     without = jax.eval_shape(pqn.make_pqn(_config(layer_norm=False), spec).init,

@@ -205,7 +205,7 @@ def test_support():
                                                   (False, False, True)])
 def test_target_distribution_matches_numpy(spec, double_q, dueling, jit):
     config = _config(double_q=double_q, dueling=dueling)
-    net = dqn._network(config, spec)
+    net = dqn.network(config, spec)
     params, target = _random_variables(net, 0), _random_variables(net, 1)
     batch, kinds = _batch()
     fn = functools.partial(dqn.categorical_targets, config, net)
@@ -231,10 +231,10 @@ def test_target_distribution_matches_numpy(spec, double_q, dueling, jit):
 
 def test_loss_and_priorities_match_numpy(spec):
     config = _config()
-    net = dqn._network(config, spec)
+    net = dqn.network(config, spec)
     params, target = _random_variables(net, 3), _random_variables(net, 4)
     batch, _ = _batch(1)
-    fn = functools.partial(dqn.loss, config, spec)
+    fn = functools.partial(dqn.loss, config, dqn.network(config, spec))
     value, (td, metrics) = jax.jit(fn)(params, target, batch)
     targets, logits = _np_targets(params, target, batch.transition)
     ce, kl = _np_losses(logits, batch.transition.action, targets)
@@ -267,10 +267,10 @@ def test_loss_and_priorities_match_numpy(spec):
 def test_update_returns_kl_priorities_and_initial_priorities_agree(spec):
     config = _config(tau=0.5, lr=1e-2)
     agent = dqn.make_dqn(config, spec)
-    net = dqn._network(config, spec)
+    net = dqn.network(config, spec)
     params = _random_variables(net, 8)
     state = dqn.DQNState(params=params, target_params=_random_variables(net, 9),
-                         opt_state=dqn._make_optimizer(config).init(params),
+                         opt_state=dqn.parts(config, spec).optimizer.init(params),
                          step=jnp.int32(0), update_step=jnp.int32(0))
     batch, _ = _batch(2)
     targets, logits = _np_targets(state.params, state.target_params, batch.transition)
@@ -283,7 +283,7 @@ def test_update_returns_kl_priorities_and_initial_priorities_agree(spec):
     assert all(np.isfinite(float(v)) for v in metrics.values())
     assert int(new_state.step) == 1
     # A step down the cross-entropy's gradient lowers it on the same batch.
-    loss = jax.jit(functools.partial(dqn.loss, config, spec))
+    loss = jax.jit(functools.partial(dqn.loss, config, dqn.network(config, spec)))
     assert float(loss(new_state.params, state.target_params, batch)[0]) < float(metrics["loss"])
 
 
@@ -293,7 +293,7 @@ def test_update_returns_kl_priorities_and_initial_priorities_agree(spec):
 def test_greedy_action_is_the_argmax_of_the_mean(spec):
     config = _config(noisy=True)
     agent = dqn.make_dqn(config, spec)
-    variables = _random_variables(dqn._network(config, spec), 5, scale=1.0)
+    variables = _random_variables(dqn.network(config, spec), 5, scale=1.0)
     head = variables["params"]["head"]
     for layer in head.values():  # no noise: acting is then greedy too
         layer["kernel_sigma"][:] = 0.0
@@ -401,6 +401,6 @@ def test_cartpole_learns_calibrated_values():
     returns = np.asarray(stats.recent_returns)[last]
     assert np.mean(returns) >= 100, returns
     starts = np.random.default_rng(0).uniform(-0.05, 0.05, (256, 4)).astype(np.float32)
-    logits = dqn._network(config, spec).apply(state.agent.params, starts)
+    logits = dqn.network(config, spec).apply(state.agent.params, starts)
     q = np.asarray(dqn.q_values(config, logits)).max(axis=-1)
     np.testing.assert_allclose(q, 10.0, atol=0.5)

@@ -16,7 +16,15 @@ from _backend import MEMBER_ATOL
 from _corruptible import negated_where, with_flag
 
 from rljax import envs
-from rljax.agents import ppo, pqn, recurrent
+from rljax.agents import (
+    ppo,
+    ppo_loss,
+    ppo_networks,
+    pqn,
+    recurrent,
+    recurrent_ppo,
+    recurrent_pqn,
+)
 from rljax.agents.base import Update
 from rljax.envs.stats import recent_mean_return
 from rljax.loops import on_policy
@@ -54,10 +62,10 @@ def _replay_check(kind, config, spec, state, batch):
     learner = state.learner
     extras = batch.extras
     if kind == "pqn":
-        net, params, obs = recurrent.pqn_network(config, spec), learner.params, batch.obs[:-1]
+        net, params, obs = recurrent_pqn.network(config, spec), learner.params, batch.obs[:-1]
     else:
-        net, params = recurrent.ppo_network(config, spec), learner.params["net"]
-        obs = ppo._prepare(config, learner.obs_stats, batch.obs[:-1])
+        net, params = recurrent_ppo.network(config, spec), learner.params["net"]
+        obs = ppo_networks.prepare(config, learner.obs_stats, batch.obs[:-1])
     replayed = recurrent.replay(net, config, params, obs, batch)
     out = {"hidden_err": _max_err(replayed.hidden, extras["hidden"])}
     if kind == "pqn":
@@ -69,7 +77,7 @@ def _replay_check(kind, config, spec, state, batch):
     else:
         head, value = replayed.outputs
         action = batch.action if spec.discrete else extras["raw_action"]
-        log_prob, _ = ppo._log_prob_and_entropy(spec, learner.params, head, action)
+        log_prob, _ = ppo_networks.log_prob_and_entropy(spec, learner.params, head, action)
         out["output_err"] = jnp.maximum(_max_err(log_prob, extras["log_prob"]),
                                         _max_err(value, extras["value"]))
     nonzero = jax.tree.leaves(extras["hidden"])[0]
@@ -250,8 +258,8 @@ def test_ppo_rnn_learns_novel_cartpole_and_a_flipped_surrogate_does_not():
     trainer = on_policy.make_on_policy_trainer(agent, env, rollout_len=config.loop.rollout_len,
                                                updates_per_chunk=20, threshold=200.0)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(recurrent.losses, "clipped_surrogate_loss",
-                      negated_where(flag, recurrent.losses.clipped_surrogate_loss))
+        patch.setattr(ppo_loss.losses, "clipped_surrogate_loss",
+                      negated_where(flag, ppo_loss.losses.clipped_surrogate_loss))
         chunk = trainer.chunk.lower(trainer.init(jax.random.key(0))).compile()
     out = []
     for negate, max_steps in ((False, 150_000), (True, 40_000)):

@@ -18,6 +18,7 @@ from _corruptible import flagged_runs, with_negated_rewards
 
 from rljax import envs
 from rljax.agents import sac
+from rljax.agents.base import Parallel
 from rljax.buffers.nstep import NStepTransition
 from rljax.buffers.prioritized import PrioritizedSample
 from rljax.envs.spec import EnvSpec
@@ -82,7 +83,8 @@ def np_min_q(variables, obs, action):
 @functools.cache
 def jitted(name, config=SMALL, spec=SPEC):
     """``sac.<name>`` bound to ``config`` and jitted, compiled once per config."""
-    return jax.jit(functools.partial(getattr(sac, name), config, spec))
+    return jax.jit(functools.partial(getattr(sac, name), config, spec,
+                                     sac.parts(config, spec)))
 
 
 def perturb(tree, key, scale=0.3):
@@ -141,7 +143,8 @@ OBS_B = jnp.asarray(np.random.default_rng(2).normal(size=(B, OBS)), jnp.float32)
 @pytest.mark.parametrize("jit", [True, False], ids=["jit", "eager"])
 def test_critic_target_matches_numpy(jit):
     state, tr = random_state(), random_batch().transition
-    fn = jitted("critic_target") if jit else functools.partial(sac.critic_target, SMALL, SPEC)
+    fn = jitted("critic_target") if jit else functools.partial(sac.critic_target, SMALL, SPEC,
+                                                       sac.parts(SMALL, SPEC))
     key = jax.random.key(5)
     np.testing.assert_allclose(fn(state, tr, key), np_target(state, tr, normal(key)),
                                rtol=1e-5, atol=1e-5)
@@ -233,12 +236,12 @@ def test_update_is_deterministic_in_its_key():
 def test_grad_transform_comes_before_every_optimizer():
     """A grad_transform that zeroes the gradients leaves networks and temperature alone."""
     state, batch = random_state(), random_batch()
-    zero = optax.scale(0.0)
-    fresh = jax.jit(functools.partial(sac.init, SMALL, SPEC, grad_transform=zero))(
+    zeroed = sac.parts(SMALL, SPEC, Parallel(grad_transform=optax.scale(0.0)))
+    fresh = jax.jit(functools.partial(sac.init, SMALL, SPEC, zeroed))(
         jax.random.key(0))
     state = state.replace(actor_opt=fresh.actor_opt, critic_opt=fresh.critic_opt,
                           temperature_opt=fresh.temperature_opt)
-    update = jax.jit(functools.partial(sac.update, SMALL, SPEC, grad_transform=zero))
+    update = jax.jit(functools.partial(sac.update, SMALL, SPEC, zeroed))
     new, metrics, _ = update(state, batch, jax.random.key(1))
     assert float(metrics["critic_grad_norm"]) > 0 and float(metrics["actor_grad_norm"]) > 0
     for name in ("actor", "critic", "log_alpha"):
@@ -250,7 +253,7 @@ def test_grad_transform_comes_before_every_optimizer():
 
 def test_log_std_is_clipped():
     config = dataclasses.replace(SMALL, log_std_min=-1.0, log_std_max=-0.5)
-    actor = sac.networks(config, SPEC).actor
+    actor = sac.parts(config, SPEC).actor
     params = perturb(actor.init(jax.random.key(0), OBS_B), jax.random.key(1), scale=3.0)
     obs = jnp.asarray(np.random.default_rng(3).normal(size=(256, OBS)) * 3, jnp.float32)
     _, log_std = actor.apply(params, obs)

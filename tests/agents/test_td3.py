@@ -17,6 +17,7 @@ from _corruptible import flagged_runs, with_negated_rewards
 
 from rljax import envs
 from rljax.agents import td3
+from rljax.agents.base import Parallel
 from rljax.buffers.nstep import NStepTransition
 from rljax.buffers.prioritized import PrioritizedSample
 from rljax.envs.spec import EnvSpec
@@ -71,7 +72,8 @@ def np_target(state, tr, noise):
 @functools.cache
 def jitted(name, config=SMALL, spec=SPEC):
     """``td3.<name>`` bound to ``config`` and jitted, compiled once per config."""
-    return jax.jit(functools.partial(getattr(td3, name), config, spec))
+    return jax.jit(functools.partial(getattr(td3, name), config, spec,
+                                     td3.parts(config, spec)))
 
 
 def perturb(tree, key, scale=0.3):
@@ -119,7 +121,8 @@ def test_critic_target_matches_numpy(jit):
     """Smoothing noise ``0.2 h eps`` clipped to ``+-0.5 h`` per dimension (``h`` the
     half-range), the smaller target critic; no key, no noise."""
     state, tr = random_state(), random_batch().transition
-    fn = jitted("critic_target") if jit else functools.partial(td3.critic_target, SMALL, SPEC)
+    fn = jitted("critic_target") if jit else functools.partial(td3.critic_target, SMALL, SPEC,
+                                                       td3.parts(SMALL, SPEC))
     key = jax.random.key(5)
     eps = np.asarray(jax.random.normal(key, (N, ACT)), np.float64)
     noise = np.clip(0.2 * HALF * eps, -0.5 * HALF, 0.5 * HALF)
@@ -224,11 +227,11 @@ def test_update_is_deterministic_in_its_key():
 def test_grad_transform_comes_before_both_optimizers():
     """A grad_transform that zeroes the gradients leaves every network where it was."""
     state, batch = random_state(), random_batch()
-    zero = optax.scale(0.0)
-    init = jax.jit(functools.partial(td3.init, SMALL, SPEC, grad_transform=zero))
+    zeroed = td3.parts(SMALL, SPEC, Parallel(grad_transform=optax.scale(0.0)))
+    init = jax.jit(functools.partial(td3.init, SMALL, SPEC, zeroed))
     fresh = init(jax.random.key(0))
     state = state.replace(actor_opt=fresh.actor_opt, critic_opt=fresh.critic_opt)
-    update = jax.jit(functools.partial(td3.update, SMALL, SPEC, grad_transform=zero))
+    update = jax.jit(functools.partial(td3.update, SMALL, SPEC, zeroed))
     new, metrics, _ = update(state, batch, jax.random.key(1))
     assert float(metrics["critic_grad_norm"]) > 0
     for name in ("actor", "critic"):
@@ -261,10 +264,10 @@ def test_exploration_noise_is_gaussian_in_half_ranges():
     spec = configure(SPEC, num_envs=b, action_low=(-50.0, -10.0),
                                action_high=(50.0, 10.0))
     config = configure(SMALL, num_envs=b)
-    state = td3.init(config, spec, jax.random.key(0))
+    state = td3.init(config, spec, td3.parts(config, spec), jax.random.key(0))
     obs = jnp.zeros((b, OBS))
     noise = act(config, state, obs, jax.random.key(1), 0, spec) - np.asarray(
-        td3.policy(config, spec, state.actor, obs))
+        td3.policy(config, spec, td3.parts(config, spec), state.actor, obs))
     np.testing.assert_allclose(noise.std(axis=0), [5.0, 1.0], rtol=0.05)
     assert np.all(np.abs(noise.mean(axis=0)) < 5 * np.array([5.0, 1.0]) / np.sqrt(b))
 
@@ -295,8 +298,9 @@ def test_random_phase_covers_whole_updates_of_random_steps():
     # Uniform over the box: mean (low + high) / 2, std (high - low) / sqrt(12).
     b = 8192
     config_b = configure(config, num_envs=b)
-    spec = configure(SPEC, num_envs=b)
-    uniform = act(config_b, td3.init(config_b, spec, jax.random.key(0)), jnp.zeros((b, OBS)),
+    spec = dataclasses.replace(SPEC, num_envs=b)
+    state_b = td3.init(config_b, spec, td3.parts(config_b, spec), jax.random.key(0))
+    uniform = act(config_b, state_b, jnp.zeros((b, OBS)),
                   jax.random.key(9), 0, spec)
     np.testing.assert_allclose(uniform.mean(0), (np.asarray(LOW) + HIGH) / 2, atol=0.05)
     np.testing.assert_allclose(uniform.std(0), 2 * HALF / np.sqrt(12), rtol=0.05)

@@ -134,13 +134,15 @@ def test_on_policy_learners_bootstrap_from_the_final_observation(algo):
     state = agent.init(jax.random.key(1))
     flat = _as_envpool_rollout(batch)
     if algo == "pqn":
-        got = pqn.targets(config, spec, state.params, batch)
-        want = pqn.targets(config, spec, state.params, flat)
-        wrong = pqn.targets(config, spec, state.params, batch._replace(final_obs=None))
+        net = pqn.network(config, spec)
+        got = pqn.targets(config, net, state.params, batch)
+        want = pqn.targets(config, net, state.params, flat)
+        wrong = pqn.targets(config, net, state.params, batch._replace(final_obs=None))
     else:  # GAE in NumPy with the critic's values of the final observations
-        got = ppo.samples(config, spec, state, batch)[0].target
-        wrong = ppo.samples(config, spec, state, batch._replace(final_obs=None))[0].target
-        v_next = np.asarray(ppo._forward(config, spec, state.params, batch.final_obs)[1])
+        parts = ppo.parts(config, spec)
+        got = ppo.samples(config, spec, parts, state, batch)[0].target
+        wrong = ppo.samples(config, spec, parts, state, batch._replace(final_obs=None))[0].target
+        v_next = np.asarray(ppo.forward(parts, state.params, batch.final_obs)[1])
         want = _gae_targets(np.asarray(batch.reward), np.asarray(batch.terminated), ended,
                             np.asarray(batch.extras["value"]), v_next, config.gamma,
                             config.gae_lambda)

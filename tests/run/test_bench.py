@@ -205,8 +205,9 @@ def test_compiled_twin_critic_updates_do_the_counted_work(algo):
     tr = NStepTransition(obs=jnp.ones((n, 10)), action=jnp.zeros((n, 2)),
                          reward=jnp.zeros(n), discount=jnp.ones(n), next_obs=jnp.ones((n, 10)))
     batch = PrioritizedSample(jnp.arange(n), tr, jnp.full(n, 1.0 / n), jnp.ones(n))
-    state = module.init(config, spec, jax.random.key(0))
-    compiled = jax.jit(functools.partial(module.update, config, spec)).lower(
+    parts = module.parts(config, spec)
+    state = module.init(config, spec, parts, jax.random.key(0))
+    compiled = jax.jit(functools.partial(module.update, config, spec, parts)).lower(
         state, batch, jax.random.key(1)).compile()
     cost = compiled.cost_analysis()
     flops = (cost if isinstance(cost, dict) else cost[0])["flops"]

@@ -23,8 +23,8 @@ def _rljax(*args):
     (["train", "cartpole-a2c", "--set", "actor_lr=fast"], "bad value 'fast' for actor_lr"),
     (["train", "cartpole-a2c", "--env", "CartPol-v1"], "did you mean 'CartPole-v1'"),
     (["train", "cartpole-a2c", "--env", "Reacher-v5"], "needs a discrete action space"),
-    (["train", "cartpole-a2c", "--env", "Reacher-v5"], "continuous actions: DDPG, TD3, SAC "
-     "or PPO"),
+    (["train", "cartpole-a2c", "--env", "Reacher-v5"], "agents for a continuous action space: "
+     "ddpg, td3, sac, ppo"),
     (["train", "cartpole-a2c", "--num-envs", "0"], "num_envs must be an integer >= 1, got 0"),
     (["train", "cartpole-a2c", "--total-steps", "-5"],
      "total_steps must be an integer in [1, 2147483647]"),
