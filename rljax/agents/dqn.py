@@ -42,13 +42,7 @@ import optax
 from flax import struct
 
 from rljax import exploration, losses, validate
-from rljax.agents.base import (  # noqa: I001
-    ONE_DEVICE,
-    Agent,
-    Parallel,
-    Update,
-    check_action_space,
-)
+from rljax.agents.base import ONE_DEVICE, Agent, Parallel, Update, check_action_space
 from rljax.envs.spec import EnvSpec
 from rljax.gradients import gradient_step
 from rljax.losses.value_learning import LOSSES

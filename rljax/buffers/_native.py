@@ -76,25 +76,27 @@ def find_compiler() -> str | None:
     return None
 
 
-def library_path(directory: str) -> str:
-    """The cached library's path for this source, jaxlib version, platform and flags."""
+def library_path(directory: str, source: str = SOURCE, stem: str = "kernels") -> str:
+    """The cached library's path for ``source``, the jaxlib version, platform and flags."""
     import jaxlib
 
     digest = hashlib.sha256()
-    with open(SOURCE, "rb") as f:
+    with open(source, "rb") as f:
         digest.update(f.read())
     digest.update(" ".join((jaxlib.__version__, sys.platform, *FLAGS)).encode())
-    return os.path.join(directory, f"kernels_{digest.hexdigest()[:16]}.so")
+    return os.path.join(directory, f"{stem}_{digest.hexdigest()[:16]}.so")
 
 
-def build(directory: str | None = None, compiler: str | None = None) -> str:
-    """Compiles ``kernels.cc`` into ``directory`` unless already there; returns the path.
+def build(directory: str | None = None, compiler: str | None = None, source: str = SOURCE,
+          stem: str = "kernels") -> str:
+    """Compiles ``source`` (default ``kernels.cc``) against the FFI headers of the installed
+    jaxlib into ``directory`` unless already there; returns the path.
 
     Raises:
         BuildError: no compiler, or the compiler failed (its message included).
     """
     directory = directory or cache_dir()
-    path = library_path(directory)
+    path = library_path(directory, source, stem)
     if os.path.exists(path):
         return path
     compiler = compiler or find_compiler()
@@ -104,7 +106,7 @@ def build(directory: str | None = None, compiler: str | None = None) -> str:
     # Build under a unique name, then rename: concurrent processes never load a partial file.
     fd, tmp = tempfile.mkstemp(suffix=".so", dir=directory)
     os.close(fd)
-    cmd = [compiler, *FLAGS, f"-I{jax.ffi.include_dir()}", SOURCE, "-o", tmp]
+    cmd = [compiler, *FLAGS, f"-I{jax.ffi.include_dir()}", source, "-o", tmp]
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
         if done.returncode != 0:

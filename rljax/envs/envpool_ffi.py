@@ -30,10 +30,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import hashlib
 import os
-import subprocess
-import sys
 import tempfile
 import threading
 import warnings
@@ -57,44 +54,17 @@ _slots_used = 0
 
 def library_path(directory: str) -> str:
     """The cached library's path for this source, jaxlib version, platform and flags."""
-    import jaxlib
-
-    digest = hashlib.sha256()
-    with open(SOURCE, "rb") as f:
-        digest.update(f.read())
-    digest.update(" ".join((jaxlib.__version__, sys.platform, *FLAGS)).encode())
-    return os.path.join(directory, f"envpool_ffi_{digest.hexdigest()[:16]}.so")
+    return _native.library_path(directory, SOURCE, "envpool_ffi")
 
 
 def build(directory: str | None = None, compiler: str | None = None) -> str:
-    """Compiles ``envpool_ffi.cc`` into ``directory`` unless already there; returns the path.
+    """Compiles ``envpool_ffi.cc`` into ``directory`` unless already there; returns the path
+    (the build of the sum-tree kernels, :func:`rljax.buffers._native.build`).
 
     Raises:
         rljax.buffers._native.BuildError: no compiler, or the compiler failed.
     """
-    directory = directory or _native.cache_dir()
-    path = library_path(directory)
-    if os.path.exists(path):
-        return path
-    compiler = compiler or _native.find_compiler()
-    if compiler is None:
-        raise _native.BuildError("no C++ compiler found (set CXX, or install g++ or clang++)")
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(suffix=".so", dir=directory)
-    os.close(fd)
-    cmd = [compiler, *FLAGS, f"-I{jax.ffi.include_dir()}", SOURCE, "-o", tmp]
-    try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-        if done.returncode != 0:
-            raise _native.BuildError(
-                f"`{' '.join(cmd)}` failed (exit {done.returncode}):\n{done.stderr[-2000:]}")
-        os.replace(tmp, path)  # atomic: concurrent processes never load a partial file
-    except (OSError, subprocess.SubprocessError) as e:
-        raise _native.BuildError(f"`{' '.join(cmd)}` could not run: {e}") from e
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-    return path
+    return _native.build(directory, compiler, SOURCE, "envpool_ffi")
 
 
 @functools.cache
