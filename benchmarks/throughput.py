@@ -535,7 +535,7 @@ def bench_seeds(preset: str, rounds: int, chunk_steps: int,
         info = _describe(preset, {}, run, trainer)
     from benchmarks import profiling
 
-    measure["gemm_2048"] = lambda: profiling.gemm_rate(2048)
+    measure["gemm_2048"] = profiling.gemm_rate(2048)
     samples = interleaved(measure, rounds)
     gemm = median(samples.pop("gemm_2048"))
     totals = {k: median(v) for k, v in samples.items()}
