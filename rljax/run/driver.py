@@ -369,7 +369,8 @@ def _train(run: RunConfig, run_dir: str, host: _Host, chunk: Any, state: LoopSta
             env_steps = host.log(state, last)
             # The checkpoint follows the row, so a saved state is always logged.
             if last or stop.received or (i + 1) % host.save_every == 0:
-                checkpoint.save(run_dir, state, manifest, keep=run.keep_checkpoints)
+                with stop.saving():
+                    checkpoint.save(run_dir, state, manifest, keep=run.keep_checkpoints)
                 host.saved_at = env_steps
             if stop.received and not last:
                 interrupted = True

@@ -20,6 +20,7 @@ resumable.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -95,6 +96,8 @@ class StopSignals:
         self.run_dir: str | None = None
         self.created = False
         self._previous: dict = {}
+        self._saving = False
+        self._deferred = False
 
     def __enter__(self) -> StopSignals:
         if threading.current_thread() is threading.main_thread():
@@ -110,6 +113,9 @@ class StopSignals:
                                  "training begins (press Ctrl-C again to stop at once)\n")
                 sys.stderr.flush()
             return
+        if self._saving:  # a second signal waits for the checkpoint being written
+            self._deferred = True
+            return
         if self.hard and self.phase is not None:  # the command line, during start-up
             left, resumable = what_is_left(self.run_dir, self.created)
             resume = (f"\nrljax: resume with: rljax train --resume {resumable}"
@@ -118,6 +124,19 @@ class StopSignals:
             sys.stderr.flush()
             os._exit(130)
         raise KeyboardInterrupt
+
+    @contextlib.contextmanager
+    def saving(self):
+        """A checkpoint save that a second signal does not cut short: the signal takes
+        effect (KeyboardInterrupt, stop at once) as soon as the save is complete."""
+        self._saving = True
+        try:
+            yield
+        finally:
+            self._saving = False
+        if self._deferred:
+            self._deferred = False
+            raise KeyboardInterrupt
 
     def check(self) -> None:
         """Raises :class:`Stopped` when a signal arrived during start-up."""
@@ -128,4 +147,9 @@ class StopSignals:
 
     def __exit__(self, *exc):
         for sig, handler in self._previous.items():
+            if self.hard and self.received is not None and sig == signal.SIGINT:
+                # The command line is leaving after a signal: a second Ctrl-C arriving now
+                # (after the message, during interpreter shutdown) must not turn the exit
+                # status 130 into a death by SIGINT.
+                handler = signal.SIG_IGN
             signal.signal(sig, handler)
