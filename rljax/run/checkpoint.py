@@ -280,6 +280,40 @@ def _sum_tree_nodes(target: Any) -> set[str]:
     return {name for name, mark in _named_leaves(marks)[0].items() if mark}
 
 
+def _flat_vectors(target: dict, saved: dict) -> dict[str, list[str]]:
+    """Saved arrays that an optimizer wrapped in ``optax.flatten`` wrote as one vector per
+    moment (``agent.opt_state.1.mu`` ``[..., N]``) where this run keeps one array per
+    parameter (``agent.opt_state.1.mu.params.Dense_0.kernel``, ...): ``{saved name:
+    [target names in leaf order]}``, for each such vector whose dtype and leading axes (one
+    per seed or sweep member) match and whose length is the members' sizes added up.
+    ``optax.flatten`` ravels in leaf order, so the vector splits back exactly."""
+    groups = {}
+    for name in sorted(set(saved) - set(target)):
+        shape, dtype = saved[name]
+        members = [k for k in target if k.startswith(name + ".") and k not in saved]
+        if not shape or not members:
+            continue
+        lead = tuple(shape[:-1])
+        if all(tuple(target[k].shape[:len(lead)]) == lead
+               and np.dtype(target[k].dtype) == dtype for k in members) and shape[-1] == sum(
+                int(np.prod(target[k].shape[len(lead):])) for k in members):
+            groups[name] = members
+    return groups
+
+
+def _split_flat_vectors(arrays: dict, groups: dict[str, list[str]], target: dict) -> dict:
+    """``arrays`` with each flat vector of ``groups`` split into its members' arrays."""
+    for name, members in groups.items():
+        flat = np.asarray(arrays.pop(name))
+        start = 0
+        for k in members:
+            shape = tuple(target[k].shape)
+            size = int(np.prod(shape[flat.ndim - 1:]))
+            arrays[k] = flat[..., start:start + size].reshape(shape)
+            start += size
+    return arrays
+
+
 def _read_targets(path: str, target: dict, saved: dict, trees: set[str]) -> dict:
     """What to read for each leaf: onto its sharding; a sum tree of another layout as a
     host array of its saved shape (rebuilt afterwards)."""
@@ -321,7 +355,12 @@ def restore(run_dir: str, template, step: int | None = None):
     named, treedef = _named_leaves(target)
     saved = {k: (tuple(shape), jnp.dtype(dtype)) for k, (shape, dtype) in
              manifest["arrays"].items()}
-    targets = _read_targets(path, named, saved, _sum_tree_nodes(target))
+    # Optimizer moments saved as one flat vector are read whole and split afterwards.
+    flat = _flat_vectors(named, saved)
+    grouped = {k for members in flat.values() for k in members}
+    wanted = {k: v for k, v in named.items() if k not in grouped}
+    wanted.update({k: jax.ShapeDtypeStruct(saved[k][0], saved[k][1]) for k in flat})
+    targets = _read_targets(path, wanted, saved, _sum_tree_nodes(target))
     shardings = {k: getattr(v, "sharding", None) for k, v in named.items()}
     for x in jax.tree.leaves((template.agent, template.memory)):
         if isinstance(x, jax.Array) and not x.is_deleted():
@@ -331,6 +370,7 @@ def restore(run_dir: str, template, step: int | None = None):
     except Exception as e:  # noqa: BLE001
         raise Corrupted(f"checkpoint {path} is corrupted or truncated: {_reason(e)}",
                         step) from None
+    arrays = _split_flat_vectors(dict(arrays), flat, named)
     loaded = jax.tree_util.tree_unflatten(treedef, [arrays[k] for k in named])
     loaded["memory"] = _relayout_sum_trees(target["memory"], loaded["memory"])
     placed = [x if isinstance(x, jax.Array) else multihost.put(x, shardings[k])

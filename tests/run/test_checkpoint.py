@@ -302,3 +302,50 @@ def test_sum_tree_saved_in_another_layout_is_rebuilt(tmp_path, seeds):
         np.testing.assert_array_equal(np.asarray(rebuilt.leaves), values)
         np.testing.assert_allclose(float(sum_tree.total(rebuilt)),
                                    values.astype(np.float64).sum(), rtol=1e-5)
+
+
+@pytest.mark.parametrize("seeds", [1, 2])
+def test_flat_optimizer_moments_restore_per_parameter(tmp_path, monkeypatch, seeds):
+    """A checkpoint whose optimizer kept its moments as one flat vector (``optax.flatten``,
+    as PQN did) restores into today's per-parameter state: every moment lands on its own
+    parameter, and one more update from either state gives the same parameters."""
+    import optax
+
+    from rljax.agents import pqn
+
+    run = from_preset("cartpole-pqn", total_steps=10_000, logdir=str(tmp_path),
+                      tensorboard=False, num_seeds=seeds)
+
+    def flattened(config, parallel=pqn.ONE_DEVICE):
+        return optax.flatten(optax.chain(optax.clip_by_global_norm(config.max_grad_norm),
+                                         optax.radam(pqn.learning_rate(config))))
+
+    with monkeypatch.context() as m:
+        m.setattr(pqn, "optimizer", flattened)
+        _, _, old_trainer, _ = build(run)
+        old_state, _ = old_trainer.chunk(old_trainer.init(jax.random.key(0)))
+        checkpoint.save(str(tmp_path), old_state, {"run": run.to_dict()})
+        old_named, _ = checkpoint._named_leaves(jax.device_get(old_state.agent.opt_state))
+        old_next, _ = old_trainer.chunk(old_state)
+    _, _, trainer, _ = build(run)
+    restored = checkpoint.restore(str(tmp_path), trainer.init(jax.random.key(1)))
+    named, _ = checkpoint._named_leaves(jax.device_get(restored.agent.opt_state))
+    flat = {k: v for k, v in old_named.items() if k.endswith((".mu", ".nu"))}
+    assert len(flat) == 2 and all(v.shape[-1] > 1000 for v in flat.values())
+    params = jax.tree.map(lambda x: x[0], restored.agent.params) if seeds > 1 else (
+        restored.agent.params)
+    unravel = jax.flatten_util.ravel_pytree(params)[1]
+    for name, vector in flat.items():
+        parts = {k: v for k, v in named.items() if k.startswith(name + ".")}
+        expected = [unravel(v) for v in np.asarray(vector).reshape(seeds, -1)]
+        expected = jax.tree.map(lambda *xs: np.stack(xs) if seeds > 1 else xs[0], *expected)
+        got = jax.tree_util.tree_unflatten(jax.tree.structure(params), list(parts.values()))
+        jax.tree.map(np.testing.assert_array_equal, got, expected)
+    counts = [np.asarray(v) for k, v in named.items() if k.endswith("count")]
+    old_counts = [np.asarray(v) for k, v in old_named.items() if k.endswith("count")]
+    assert len(counts) == len(old_counts) > 0 and all(
+        np.array_equal(a, b) and a.min() > 0 for a, b in zip(counts, old_counts, strict=True))
+    new_next, _ = trainer.chunk(restored)
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6),
+                 jax.tree.map(np.asarray, new_next.agent.params),
+                 jax.tree.map(np.asarray, old_next.agent.params))
