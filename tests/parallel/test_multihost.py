@@ -65,7 +65,9 @@ SCRIPT = textwrap.dedent("""
         for x, y in zip(saved, got):
             np.testing.assert_array_equal(x, y)
         result = train_run(run, progress=False, resume=run_dir)
+        resumed = leaves(result.state.agent)  # fetch is collective
         if pid == 0:
+            np.savez(os.path.join(out, name + "-resumed.npz"), *resumed)
             with open(os.path.join(out, name + "-resumed.json"), "w") as f:
                 json.dump(result.summary, f)
     print("OK", pid)
@@ -77,7 +79,55 @@ SCRIPT = textwrap.dedent("""
 RUNS = [
     ("seeds", dict(preset="cartpole-a2c", num_envs=4, num_seeds=4, total_steps=2_000), 400),
     ("dqn", dict(preset="cartpole-dqn", total_steps=2_048), 1_024),
+    # JAX-native envs: gymnax seeds sharded over the devices, and one PQN agent learning
+    # data-parallel with its 32 envs split 8 per device (the env state is in the checkpoint).
+    ("gymnax-seeds", dict(preset="gymnax-cartpole-ppo", num_seeds=4, total_steps=1_024), 512),
+    # (A constant learning rate: annealed, it would follow the budget, which the resume
+    # below raises.)
+    ("gymnax-pqn", dict(preset="gymnax-cartpole-pqn", anneal_lr=False, total_steps=2_048),
+     1_024),
+    # The same run trained through to where the resumed one ends.
+    ("gymnax-pqn-through", dict(preset="gymnax-cartpole-pqn", anneal_lr=False,
+                                total_steps=3_072), 1_024),
 ]
+# Devices of the one-process run each two-process run must equal: an on-policy agent
+# learning data-parallel takes each shard's own minibatches (docs/scaling.md), so it
+# equals one process with the same 4 devices, not one device.
+ONE_PROCESS_DEVICES = {"gymnax-pqn": 4, "gymnax-pqn-through": 4}
+
+
+ONE_PROCESS = textwrap.dedent("""
+    import os, sys
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
+                               + f" --xla_force_host_platform_device_count={sys.argv[1]}")
+    import dataclasses, json
+    import jax, numpy as np
+    from rljax.run.driver import train_run
+    from rljax.run.presets import from_preset
+
+    kwargs, chunk_steps, out = json.loads(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+    run = dataclasses.replace(from_preset(**kwargs, devices=int(sys.argv[1]),
+                                          tensorboard=False, logdir=out),
+                              chunk_steps=chunk_steps)
+    result = train_run(run, progress=False)
+    np.savez(os.path.join(out, "agent.npz"),
+             *[np.asarray(x) for x in jax.tree.leaves(jax.device_get(result.state.agent))])
+    with open(os.path.join(out, "summary.json"), "w") as f:
+        json.dump(result.summary, f)
+""")
+
+
+def _one_process(kwargs: dict, chunk_steps: int, devices: int, out) -> tuple[list, dict]:
+    """``(agent leaves, summary)`` of the run trained by one process with ``devices`` CPU
+    devices (a process of its own: the device count is fixed when jax starts)."""
+    out.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run([sys.executable, "-c", ONE_PROCESS, str(devices), json.dumps(kwargs),
+                           str(chunk_steps), str(out)], capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    saved = np.load(out / "agent.npz")
+    return ([saved[k] for k in saved.files],
+            json.loads((out / "summary.json").read_text()))
 
 
 def _free_port() -> int:
@@ -115,19 +165,46 @@ def test_two_processes_match_one(trained, tmp_path):
     for name, kwargs, chunk_steps in RUNS:
         # One run directory, written by process 0.
         assert len(os.listdir(trained / name)) == 1
-        run = dataclasses.replace(from_preset(**kwargs, tensorboard=False,
-                                              logdir=str(tmp_path / "one")),
-                                  chunk_steps=chunk_steps)
-        one = train_run(run, progress=False)
+        if name in ONE_PROCESS_DEVICES:
+            leaves, one_summary = _one_process(kwargs, chunk_steps, ONE_PROCESS_DEVICES[name],
+                                               tmp_path / name)
+        else:
+            run = dataclasses.replace(from_preset(**kwargs, tensorboard=False,
+                                                  logdir=str(tmp_path / "one")),
+                                      chunk_steps=chunk_steps)
+            one = train_run(run, progress=False)
+            leaves, one_summary = jax.tree.leaves(jax.device_get(one.state.agent)), one.summary
         saved = np.load(trained / f"{name}.npz")
-        leaves = jax.tree.leaves(jax.device_get(one.state.agent))
         assert len(saved.files) == len(leaves)
         for i, leaf in enumerate(leaves):
             np.testing.assert_allclose(saved[f"arr_{i}"], np.asarray(leaf), rtol=1e-4,
                                        atol=1e-5, err_msg=f"{name} leaf {i}")
         summary = json.loads((trained / f"{name}.json").read_text())
-        assert summary["env_steps"] == one.summary["env_steps"]
-        assert summary["episodes"] == one.summary["episodes"] > 0
+        assert summary["env_steps"] == one_summary["env_steps"]
+        assert summary["episodes"] == one_summary["episodes"] > 0
+
+
+@pytest.mark.slow
+def test_two_processes_resume_a_gymnax_run_mid_episode(trained):
+    """The data-parallel gymnax run resumes over two processes from its checkpoint, env
+    state included: the envs go on from where they were (episodes not restarted)."""
+    name, kwargs, chunk_steps = RUNS[3]
+    (run_dir,) = (trained / name).iterdir()
+    before = json.loads((trained / f"{name}.json").read_text())
+    _two_processes(trained, [RUNS[3]], "resume")  # restores bit for bit, then trains on
+    after = json.loads((trained / f"{name}-resumed.json").read_text())
+    assert after["resumed_from_step"] == 2_048 and after["env_steps"] == 3_072
+    assert after["episodes"] >= before["episodes"] > 0
+    rows = [json.loads(line) for line in open(run_dir / "metrics.jsonl")]
+    assert [r["env_steps"] for r in rows] == [1_024, 2_048, 3_072]
+    # The two processes trained through without stopping end exactly alike.
+    through = json.loads((trained / "gymnax-pqn-through.json").read_text())
+    assert through["episodes"] == after["episodes"]
+    resumed, whole = (np.load(trained / f"{n}.npz") for n in (f"{name}-resumed",
+                                                                "gymnax-pqn-through"))
+    assert len(resumed.files) == len(whole.files) > 0
+    for k in whole.files:
+        np.testing.assert_array_equal(resumed[k], whole[k])
 
 
 @pytest.mark.slow
