@@ -71,11 +71,30 @@ def _describe(preset: str, overrides: dict, run, trainer) -> dict:
             "env_steps_per_update": trainer.steps_per_update}
 
 
+# How the same-process references lower threefry on CPU: "jax" (JAX's own rolled loop, what
+# a hand-written loop gets) or "rljax" (the unrolled form rljax installs, rljax.threefry).
+REFERENCE_THREEFRY = {"lowering": "jax"}
+
+
 def _reference_loop(env_id: str, run=None, trainer=None) -> dict:
     """The same-process single-file-style reference for ``env_id`` (for JAX-native envs:
     PPO or PQN at ``run``'s sizes, as many updates per round as ``trainer``'s chunk), warmed
     up to its steady state, as an extra measurement for :func:`_rounds` (``{}`` if there is
-    none)."""
+    none). It is compiled and run with the threefry lowering of ``REFERENCE_THREEFRY``."""
+    from rljax import threefry
+
+    unrolled = REFERENCE_THREEFRY["lowering"] == "rljax"
+    with threefry.lowering(unrolled):
+        measure = _build_reference(env_id, run, trainer)
+
+    def timed_reference() -> float:
+        with threefry.lowering(unrolled):  # a program first compiled here lowers alike
+            return measure["reference"]()
+
+    return {"reference": timed_reference} if measure else {}
+
+
+def _build_reference(env_id: str, run=None, trainer=None) -> dict:
     if envs.is_native(env_id) and run is not None and run.algo in ("ppo", "pqn"):
         from benchmarks.reference_native import ReferenceLoop, Sizes
 
@@ -657,8 +676,13 @@ def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", choices=sorted(BENCHES), help="benchmarks to run")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--reference-threefry", choices=("jax", "rljax"), default="jax",
+                        help="threefry lowering of the same-process reference loops on CPU: "
+                             "JAX's own (a hand-written loop's) or the unrolled one rljax "
+                             "installs (rljax.threefry)")
     args = parser.parse_args(argv)
-    results = {"machine": machine(), "results": {}}
+    REFERENCE_THREEFRY["lowering"] = args.reference_threefry
+    results = {"machine": machine(), "reference_threefry": args.reference_threefry, "results": {}}
     for name in args.only or BENCHES:
         r = BENCHES[name](args.rounds)
         results["results"][name] = r
