@@ -6,15 +6,16 @@ it as a while loop of small kernels, which costs the same 10-25 us on these core
 it hashes 2 keys or 400 (the loop's kernel launches, not the arithmetic). rljax's programs
 hash several times per env step (the policy's sample, every env's key, the env's own
 ``randint`` of a reset), so on JAX-native envs those loops were most of an env step:
-gymnax's CartPole stepped at 2.1M env steps/s at 32 envs with the loop, 5.3M without it,
-and gymnax-cartpole-ppo trained 13% faster (docs/benchmarks.md, "Threefry on CPU").
+gymnax's CartPole stepped at 2.1M env steps/s at 32 envs with the loop, 4.3-5.3M without
+it, and the gymnax presets trained 2-13% faster (docs/benchmarks.md, "Threefry on CPU").
 
 :func:`install` registers, for the CPU backend only, the lowering JAX itself uses on GPU:
 the same 20 rounds written out. It computes the same bits (tested); only the compiled
 program differs, and XLA may fuse the arithmetic around a draw differently, so a run can
 differ from before at float rounding (of 23 short reference runs, TD3's two did, by about
-1e-4 from their second row; the other 21 were identical). Compile times measured the same. rljax's loops install it when they are imported; ``RLJAX_UNROLLED_THREEFRY=0``
-keeps JAX's own lowering. It relies on JAX internals (``jax._src``): where they are not as
+1e-4 from their second row; the other 21 were identical). Compile times measured the
+same. rljax's loops install it when they are imported; ``RLJAX_UNROLLED_THREEFRY=0`` keeps
+JAX's own lowering. It relies on JAX internals (``jax._src``): where they are not as
 expected, JAX's lowering stays and rljax runs as before, only slower.
 """
 
