@@ -40,8 +40,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rljax.buffers import sum_tree
 from rljax.parallel import multihost
+from rljax.run import checkpoint_layouts as layouts
 from rljax.run.config import RESUMABLE_CHANGES, RUN_RENAMED, RunConfig
 
 CHECKPOINT_DIR = "checkpoint"
@@ -250,70 +250,6 @@ def check_compatible(manifest: dict, run_config: dict) -> None:
                               + ")")
 
 
-def _relayout_sum_trees(target: Any, loaded: Any) -> Any:
-    """Rebuilds, in ``target``'s layout, every sum tree of ``loaded`` saved with another
-    fanout: the leaves are the first ``capacity`` nodes of any layout, so only the inner
-    sums are recomputed. Leading axes (one tree per seed or sweep member) are kept; a tree
-    of another capacity or member count is left to the shape check."""
-    is_tree = lambda x: isinstance(x, sum_tree.SumTreeState)
-
-    def relayout(t, x):
-        if not is_tree(t):
-            return x
-        saved, wanted = np.shape(x.nodes), np.shape(t.nodes)
-        if saved == wanted or saved[:-1] != wanted[:-1] or not any(
-                sum_tree.level_offsets(t.capacity, f)[-1] == saved[-1] for f in range(2, 257)):
-            return x
-        leaves = np.asarray(x.nodes)[..., : t.capacity].reshape(-1, t.capacity)
-        trees = [sum_tree.from_values(v, t.capacity, t.nodes.dtype, t.fanout).nodes
-                 for v in leaves]
-        return x.replace(nodes=np.stack(jax.device_get(trees)).reshape(wanted))
-
-    return jax.tree.map(relayout, target, loaded, is_leaf=is_tree)
-
-
-def _sum_tree_nodes(target: Any) -> set[str]:
-    """Path names of the ``nodes`` arrays of every sum tree in ``target``."""
-    is_tree = lambda x: isinstance(x, sum_tree.SumTreeState)
-    marks = jax.tree.map(lambda x: (jax.tree.map(lambda _: False, x).replace(nodes=True)
-                                    if is_tree(x) else False), target, is_leaf=is_tree)
-    return {name for name, mark in _named_leaves(marks)[0].items() if mark}
-
-
-def _flat_vectors(target: dict, saved: dict) -> dict[str, list[str]]:
-    """Saved arrays that an optimizer wrapped in ``optax.flatten`` wrote as one vector per
-    moment (``agent.opt_state.1.mu`` ``[..., N]``) where this run keeps one array per
-    parameter (``agent.opt_state.1.mu.params.Dense_0.kernel``, ...): ``{saved name:
-    [target names in leaf order]}``, for each such vector whose dtype and leading axes (one
-    per seed or sweep member) match and whose length is the members' sizes added up.
-    ``optax.flatten`` ravels in leaf order, so the vector splits back exactly."""
-    groups = {}
-    for name in sorted(set(saved) - set(target)):
-        shape, dtype = saved[name]
-        members = [k for k in target if k.startswith(name + ".") and k not in saved]
-        if not shape or not members:
-            continue
-        lead = tuple(shape[:-1])
-        if all(tuple(target[k].shape[:len(lead)]) == lead
-               and np.dtype(target[k].dtype) == dtype for k in members) and shape[-1] == sum(
-                int(np.prod(target[k].shape[len(lead):])) for k in members):
-            groups[name] = members
-    return groups
-
-
-def _split_flat_vectors(arrays: dict, groups: dict[str, list[str]], target: dict) -> dict:
-    """``arrays`` with each flat vector of ``groups`` split into its members' arrays."""
-    for name, members in groups.items():
-        flat = np.asarray(arrays.pop(name))
-        start = 0
-        for k in members:
-            shape = tuple(target[k].shape)
-            size = int(np.prod(shape[flat.ndim - 1:]))
-            arrays[k] = flat[..., start:start + size].reshape(shape)
-            start += size
-    return arrays
-
-
 def _read_targets(path: str, target: dict, saved: dict, trees: set[str]) -> dict:
     """What to read for each leaf: onto its sharding; a sum tree of another layout as a
     host array of its saved shape (rebuilt afterwards)."""
@@ -356,11 +292,11 @@ def restore(run_dir: str, template, step: int | None = None):
     saved = {k: (tuple(shape), jnp.dtype(dtype)) for k, (shape, dtype) in
              manifest["arrays"].items()}
     # Optimizer moments saved as one flat vector are read whole and split afterwards.
-    flat = _flat_vectors(named, saved)
+    flat = layouts.flat_vectors(named, saved)
     grouped = {k for members in flat.values() for k in members}
     wanted = {k: v for k, v in named.items() if k not in grouped}
     wanted.update({k: jax.ShapeDtypeStruct(saved[k][0], saved[k][1]) for k in flat})
-    targets = _read_targets(path, wanted, saved, _sum_tree_nodes(target))
+    targets = _read_targets(path, wanted, saved, layouts.sum_tree_nodes(target, _named_leaves))
     shardings = {k: getattr(v, "sharding", None) for k, v in named.items()}
     for x in jax.tree.leaves((template.agent, template.memory)):
         if isinstance(x, jax.Array) and not x.is_deleted():
@@ -370,9 +306,9 @@ def restore(run_dir: str, template, step: int | None = None):
     except Exception as e:  # noqa: BLE001
         raise Corrupted(f"checkpoint {path} is corrupted or truncated: {_reason(e)}",
                         step) from None
-    arrays = _split_flat_vectors(dict(arrays), flat, named)
+    arrays = layouts.split_flat_vectors(dict(arrays), flat, named)
     loaded = jax.tree_util.tree_unflatten(treedef, [arrays[k] for k in named])
-    loaded["memory"] = _relayout_sum_trees(target["memory"], loaded["memory"])
+    loaded["memory"] = layouts.relayout_sum_trees(target["memory"], loaded["memory"])
     placed = [x if isinstance(x, jax.Array) else multihost.put(x, shardings[k])
               for k, x in zip(named, jax.tree.leaves(loaded), strict=True)]
     return _state(template, jax.tree_util.tree_unflatten(treedef, placed))
@@ -415,7 +351,7 @@ def _restore_legacy(run_dir: str, template, manifest: dict):
     except Exception as e:  # noqa: BLE001 - msgpack/flax raise many kinds
         raise CheckpointError(f"checkpoint {path} does not fit this run's train state: "
                               f"{str(e).splitlines()[0][:300]}") from None
-    loaded["memory"] = _relayout_sum_trees(target["memory"], loaded["memory"])
+    loaded["memory"] = layouts.relayout_sum_trees(target["memory"], loaded["memory"])
     for (p, a), b in zip(jax.tree_util.tree_leaves_with_path(target),
                          jax.tree.leaves(loaded), strict=True):
         if getattr(a, "shape", None) != getattr(b, "shape", None):
