@@ -28,7 +28,7 @@ from flax import struct
 from rljax import losses, validate
 from rljax.agents.base import ONE_DEVICE, Agent, Parallel, Update, check_action_space
 from rljax.envs.spec import EnvSpec
-from rljax.gradients import gradient_step
+from rljax.gradients import flattened, gradient_step
 from rljax.networks import core as nets
 from rljax.networks.distributions import categorical_sample, greedy
 from rljax.records import OnPolicyLoop, shape_field
@@ -122,7 +122,7 @@ def _optimizer(config: A2CConfig) -> optax.GradientTransformation:
         clip = [optax.clip_by_global_norm(config.max_grad_norm)] if config.max_grad_norm else []
         # One flat vector per network: a handful of kernels instead of several per
         # parameter array, which is most of an update's cost on XLA:CPU.
-        return optax.flatten(optax.chain(*clip, optax.adam(lr)))
+        return flattened(optax.chain(*clip, optax.adam(lr)))
 
     if config.shared_torso:
         return adam(config.actor_lr)

@@ -53,7 +53,7 @@ from rljax.agents.continuous import (
 )
 from rljax.agents.ddpg_config import DDPGConfig
 from rljax.envs.spec import EnvSpec
-from rljax.gradients import gradient_step
+from rljax.gradients import flattened, gradient_step
 from rljax.losses import ddpg_actor_loss, ddpg_critic_td, weighted_td_loss
 from rljax.networks import Network, make_ddpg_actor, make_ddpg_critic, noise_like
 from rljax.networks.noisy import gaussian_noise_like
@@ -122,7 +122,7 @@ def _optimizer(config: DDPGConfig, lr: float, weight_decay: float) -> optax.Grad
     decay = [optax.add_decayed_weights(weight_decay)] if weight_decay else []
     # One flat vector per network: a few kernels per update instead of several per
     # parameter array, which is most of an update's cost on XLA:CPU.
-    return optax.flatten(optax.chain(*clip, *decay, optax.adam(lr)))
+    return flattened(optax.chain(*clip, *decay, optax.adam(lr)))
 
 
 def parts(config: DDPGConfig, spec: EnvSpec, parallel: Parallel = ONE_DEVICE) -> Parts:

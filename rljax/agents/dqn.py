@@ -44,7 +44,7 @@ from flax import struct
 from rljax import exploration, losses, validate
 from rljax.agents.base import ONE_DEVICE, Agent, Parallel, Update, check_action_space
 from rljax.envs.spec import EnvSpec
-from rljax.gradients import gradient_step
+from rljax.gradients import flattened, gradient_step
 from rljax.losses.value_learning import LOSSES
 from rljax.networks import Network, make_q_network, noise_like
 from rljax.networks.conv import METHODS as CONV_METHODS
@@ -197,7 +197,7 @@ def parts(config: DQNConfig, spec: EnvSpec, parallel: Parallel = ONE_DEVICE) -> 
     """The network and optimizer of ``config`` for ``spec``."""
     clip = [optax.clip_by_global_norm(config.max_grad_norm)] if config.max_grad_norm else []
     # One flat vector: a handful of kernels per step instead of several per parameter array.
-    optimizer = optax.flatten(optax.chain(*clip, optax.adam(config.lr, eps=config.adam_eps)))
+    optimizer = flattened(optax.chain(*clip, optax.adam(config.lr, eps=config.adam_eps)))
     return Parts(network(config, spec), parallel.optimizer(optimizer))
 
 

@@ -18,6 +18,7 @@ import optax
 from rljax import normalization
 from rljax.agents.base import Parallel, annealed_learning_rate
 from rljax.envs.spec import EnvSpec
+from rljax.gradients import flattened
 from rljax.networks.distributions import (
     categorical_entropy,
     categorical_log_prob,
@@ -50,7 +51,7 @@ def optimizer(config: PPOConfig, parallel: Parallel) -> optax.GradientTransforma
     clip = [optax.clip_by_global_norm(config.max_grad_norm)] if config.max_grad_norm else []
     # One flat vector: a handful of kernels per step instead of several per parameter array.
     return parallel.optimizer(
-        optax.flatten(optax.chain(*clip, optax.adam(learning_rate(config),
+        flattened(optax.chain(*clip, optax.adam(learning_rate(config),
                                                     eps=config.adam_eps))))
 
 

@@ -97,6 +97,30 @@ def test_gradient_step_is_value_and_grad_then_the_optimizer():
     np.testing.assert_array_equal(plain.loss, step.loss)
 
 
+def test_a_flattened_optimizer_steps_as_optax_flatten_and_measures_its_vector():
+    """``flattened`` is ``optax.flatten``; the step's gradient norm is taken over the same
+    flat vector (one norm for XLA to compute with the clip) and equals the tree's."""
+    from rljax.gradients import Flattened, flattened
+
+    params = {"w": jnp.asarray([[1.0, -2.0], [0.5, 3.0]]), "b": jnp.asarray([0.5, -1.0])}
+    x = jnp.asarray([[1.0, 2.0], [3.0, -1.0], [0.0, 1.0]])
+    loss = lambda p, x: jnp.mean((x @ p["w"] + p["b"]) ** 2)
+    inner = optax.chain(optax.clip_by_global_norm(1.0), optax.adam(0.1))
+    flat, reference = flattened(inner), optax.flatten(inner)
+    assert isinstance(flat, Flattened)
+    step = gradient_step(loss, flat, params, flat.init(params), x, has_aux=False)
+    grads = jax.grad(loss)(params, x)
+    updates, _ = reference.update(grads, reference.init(params), params)
+    jax.tree.map(np.testing.assert_array_equal, step.params,
+                 optax.apply_updates(params, updates))
+    assert step.flat and not gradient_step(loss, inner, params, inner.init(params), x,
+                                           has_aux=False).flat
+    np.testing.assert_allclose(step.grad_norm, optax.tree.norm(grads), rtol=1e-6)
+    hlo = jax.jit(lambda p: gradient_step(loss, flat, p, flat.init(p), x,
+                                          has_aux=False).grad_norm).lower(params).as_text()
+    assert "concatenate" in hlo
+
+
 def test_parallel_chains_the_gradient_transformation_first():
     zero = base.Parallel(grad_transform=optax.scale(0.0))
     params = {"w": jnp.ones(3)}
