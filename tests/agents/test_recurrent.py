@@ -111,7 +111,11 @@ def test_update_replays_the_acting_carries_and_outputs_across_episode_ends(case)
     trainer = on_policy.make_on_policy_trainer(agent._replace(update=update), env,
                                                rollout_len=T, updates_per_chunk=16)
     _, m = jax.device_get(trainer.chunk(trainer.init(jax.random.key(0))))
-    assert np.max(m["hidden_err"]) < 1e-6 and np.max(m["output_err"]) < 1e-5, (
+    # Acting and the update's replay are separately compiled paths of the same recurrence:
+    # float32 rounding, which grows with the parameters (an LSTM's hidden state reached
+    # 1.9e-6 by the 16th update); a replay that does not reset its carries at episode
+    # starts is off by 0.5-13 here.
+    assert np.max(m["hidden_err"]) < 1e-5 and np.max(m["output_err"]) < 1e-5, (
         m["hidden_err"], m["output_err"])
     new_episode, term, trunc = m["new_episode"], m["terminated"], m["truncated"]
     # Rollouts after the first begin with every position holding an episode's first step.
