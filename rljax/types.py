@@ -78,6 +78,13 @@ def next_obs(rollout: Rollout) -> Array:
     return rollout.obs[1:] if rollout.final_obs is None else rollout.final_obs
 
 
+def valid_mask(rollout: Rollout) -> Array | None:
+    """``rollout.valid``, or None where every step is a transition: envs that reset within
+    the step (those that keep ``final_obs``) have no reset steps. A loss may then take
+    plain means, with the masked means' values and fewer kernels."""
+    return None if rollout.final_obs is not None else rollout.valid
+
+
 class NStepTransition(NamedTuple):
     """An n-step transition, the record stored in replay and consumed by off-policy agents.
 

@@ -47,7 +47,7 @@ from rljax.networks.core import ACTIVATIONS, Network
 from rljax.networks.distributions import take_action
 from rljax.networks.layer_norm import make_layer_norm_q_network
 from rljax.records import OnPolicyLoop, shape_field
-from rljax.types import Array, Metrics, Params, PRNGKey, Rollout, next_obs
+from rljax.types import Array, Metrics, Params, PRNGKey, Rollout, next_obs, valid_mask
 from rljax.validate import Schedule
 
 OPTIMIZERS = ("radam", "adam")
@@ -244,7 +244,7 @@ class Samples(NamedTuple):
     obs: Array
     action: Array
     target: Array
-    valid: Array
+    valid: Array | None
 
 
 def q_lambda_loss(q: Array, data: Samples) -> tuple[Array, Metrics]:
@@ -266,12 +266,13 @@ def update(config: PQNConfig, parts: Parts, state: PQNState, batch: Rollout,
            key: PRNGKey) -> Update:
     """``num_epochs`` epochs of minibatch steps towards the rollout's Q(lambda) targets."""
     data = Samples(obs=batch.obs[:-1], action=batch.action,
-                   target=targets(config, parts.net, state.params, batch), valid=batch.valid)
+                   target=targets(config, parts.net, state.params, batch),
+                   valid=valid_mask(batch))
     params, opt_state, metrics = minibatch_epochs(
         key, state.params, state.opt_state, data,
         functools.partial(minibatch_loss, parts.net), parts.optimizer, config.num_epochs,
         config.num_minibatches)
-    metrics["target_mean"] = losses.masked_mean(data.target, batch.valid)
+    metrics["target_mean"] = losses.masked_mean(data.target, data.valid)
     metrics["epsilon"] = epsilon_schedule(config)(state.update_step)
     return Update(state.replace(params=params, opt_state=opt_state, step=state.step + 1),
                   metrics)

@@ -38,8 +38,10 @@ def value_loss(v_t: Array, target_t: Array) -> Array:
     return jnp.square(jax.lax.stop_gradient(target_t) - v_t)
 
 
-def masked_mean(x: Array, mask: Array) -> Array:
-    """Mean of ``x`` over entries where ``mask`` is True (0 if none)."""
+def masked_mean(x: Array, mask: Array | None) -> Array:
+    """Mean of ``x`` over entries where ``mask`` is True (0 if none); None: every entry."""
+    if mask is None:
+        return jnp.mean(x)
     mask = mask.astype(x.dtype)
     return jnp.sum(x * mask) / jnp.maximum(jnp.sum(mask), 1.0)
 

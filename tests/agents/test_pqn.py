@@ -14,7 +14,7 @@ from rljax import envs
 from rljax.agents import pqn
 from rljax.losses import q_lambda_returns
 from rljax.records import configure
-from rljax.types import Rollout
+from rljax.types import Rollout, valid_mask
 
 T, B = 7, 4
 
@@ -155,6 +155,24 @@ def test_reset_steps_do_not_enter_the_loss(specs):
     changed = data._replace(action=jnp.where(invalid, 1 - data.action, data.action),
                             target=jnp.where(invalid, 1e6, data.target))
     np.testing.assert_allclose(loss(changed), loss(data), rtol=1e-6)
+
+
+def test_rollouts_without_reset_steps_take_plain_means(specs):
+    """A rollout that keeps final observations (an env resetting within the step) has no
+    reset steps: the loss drops the mask, and the update equals the masked one's."""
+    spec = specs["discrete"]
+    cfg = _config()
+    agent = pqn.make_pqn(cfg, spec)
+    state = agent.init(jax.random.key(0))
+    batch = _rollout(5)
+    native = batch._replace(valid=jnp.ones_like(batch.valid), final_obs=batch.obs[1:])
+    assert valid_mask(native) is None and valid_mask(batch) is batch.valid
+    masked = pqn.update(cfg, pqn.Parts(pqn.network(cfg, spec), pqn.optimizer(cfg)), state,
+                        native._replace(final_obs=None), jax.random.key(1))
+    plain = agent.update(state, native, jax.random.key(1))
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7),
+                 plain.state.params, masked.state.params)
+    np.testing.assert_allclose(plain.metrics["loss"], masked.metrics["loss"], rtol=1e-6)
 
 
 def test_epsilon_follows_its_schedule_in_updates(specs):
