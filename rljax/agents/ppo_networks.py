@@ -51,8 +51,7 @@ def optimizer(config: PPOConfig, parallel: Parallel) -> optax.GradientTransforma
     clip = [optax.clip_by_global_norm(config.max_grad_norm)] if config.max_grad_norm else []
     # One flat vector: a handful of kernels per step instead of several per parameter array.
     return parallel.optimizer(
-        flattened(optax.chain(*clip, optax.adam(learning_rate(config),
-                                                    eps=config.adam_eps))))
+        flattened(optax.chain(*clip, optax.adam(learning_rate(config), eps=config.adam_eps))))
 
 
 def example_obs(config: PPOConfig, spec: EnvSpec) -> Array:

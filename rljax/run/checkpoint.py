@@ -292,10 +292,7 @@ def restore(run_dir: str, template, step: int | None = None):
     saved = {k: (tuple(shape), jnp.dtype(dtype)) for k, (shape, dtype) in
              manifest["arrays"].items()}
     # Optimizer moments saved as one flat vector are read whole and split afterwards.
-    flat = layouts.flat_vectors(named, saved)
-    grouped = {k for members in flat.values() for k in members}
-    wanted = {k: v for k, v in named.items() if k not in grouped}
-    wanted.update({k: jax.ShapeDtypeStruct(saved[k][0], saved[k][1]) for k in flat})
+    wanted, flat = layouts.read_targets(named, saved)
     targets = _read_targets(path, wanted, saved, layouts.sum_tree_nodes(target, _named_leaves))
     shardings = {k: getattr(v, "sharding", None) for k, v in named.items()}
     for x in jax.tree.leaves((template.agent, template.memory)):

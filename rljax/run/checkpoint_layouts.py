@@ -69,6 +69,17 @@ def flat_vectors(target: dict, saved: dict) -> dict[str, list[str]]:
     return groups
 
 
+def read_targets(target: dict, saved: dict) -> tuple[dict, dict[str, list[str]]]:
+    """``(what to read, flat vectors)``: ``target``'s leaves by name, with the members of
+    each flat vector (:func:`flat_vectors`) replaced by the vector as it was saved; after
+    reading, :func:`split_flat_vectors` gives the members back."""
+    flat = flat_vectors(target, saved)
+    grouped = {k for members in flat.values() for k in members}
+    wanted = {k: v for k, v in target.items() if k not in grouped}
+    wanted.update({k: jax.ShapeDtypeStruct(*saved[k]) for k in flat})
+    return wanted, flat
+
+
 def split_flat_vectors(arrays: dict, groups: dict[str, list[str]], target: dict) -> dict:
     """``arrays`` with each flat vector of ``groups`` split into its members' arrays."""
     for name, members in groups.items():
