@@ -33,6 +33,7 @@ from benchmarks.common import (
     write_results,
 )
 from rljax import envs
+from rljax.cpu_threads import pool_size, set_cpu_threads
 from rljax.run.build import build
 from rljax.run.presets import from_preset
 
@@ -680,9 +681,15 @@ def main(argv=None) -> dict:
                         help="threefry lowering of the same-process reference loops on CPU: "
                              "JAX's own (a hand-written loop's) or the unrolled one rljax "
                              "installs (rljax.threefry)")
+    parser.add_argument("--cpu-threads", type=int, default=0,
+                        help="threads of XLA's CPU pool for everything this process times, "
+                             "rljax and the references alike (0: one per CPU, JAX's default; "
+                             "python -m benchmarks.cpu_threads compares sizes)")
     args = parser.parse_args(argv)
+    set_cpu_threads(args.cpu_threads)
     REFERENCE_THREEFRY["lowering"] = args.reference_threefry
-    results = {"machine": machine(), "reference_threefry": args.reference_threefry, "results": {}}
+    results = {"machine": machine(), "reference_threefry": args.reference_threefry,
+               "cpu_threads": pool_size(args.cpu_threads), "results": {}}
     for name in args.only or BENCHES:
         r = BENCHES[name](args.rounds)
         results["results"][name] = r

@@ -28,6 +28,7 @@ _LAZY = {
     "PRESETS": ("rljax.run.presets", "PRESETS"),
     "Preset": ("rljax.run.presets", "Preset"),
     "initialize_distributed": ("rljax.parallel.multihost", "initialize"),
+    "set_cpu_threads": ("rljax.cpu_threads", "set_cpu_threads"),
 }
 
 __all__ = ["__version__", *_LAZY]

@@ -107,10 +107,12 @@ def measure_preset(preset: str, *, num_envs: int | None = None, num_seeds: int =
                    with_ceiling: bool = True, chunk_steps: int | None = None) -> dict:
     """Training (and env-only) steps/s of one preset configuration; ``chunk_steps``: env
     steps per compiled chunk (None: the preset's), shorter for slow learners."""
+    from rljax.cpu_threads import pool_size, set_cpu_threads
     from rljax.run.build import build, make_env
     from rljax.run.presets import from_preset
 
     run = from_preset(preset, num_envs=num_envs, num_seeds=num_seeds, tensorboard=False)
+    set_cpu_threads(run.cpu_threads)  # each preset is measured in a process of its own
     run = dataclasses.replace(run, total_steps=10**9,
                               chunk_steps=chunk_steps or run.chunk_steps)
     _, _, trainer, _ = build(run)
@@ -156,7 +158,8 @@ def measure_preset(preset: str, *, num_envs: int | None = None, num_seeds: int =
     samples = interleaved(measure, rounds)
     load.append(os.getloadavg()[0])
     out = {"preset": preset, "env_id": run.env_id, "num_envs": run.config.loop.num_envs,
-           "num_seeds": num_seeds, "compile_time_s": compile_time,
+           "num_seeds": num_seeds, "cpu_threads": pool_size(run.cpu_threads),
+           "compile_time_s": compile_time,
            "train_sps": statistics.median(samples["train"]), "samples": samples,
            "loadavg_1min": load}
     if with_ceiling:

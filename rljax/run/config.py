@@ -52,6 +52,10 @@ class RunConfig:
             single agent (one seed, no sweep) learns data-parallel instead: its envs
             (and an off-policy agent's minibatch) are split over the devices and the
             gradients combined across them (A2C, DQN, DDPG).
+        cpu_threads: threads of XLA's CPU thread pool (0: one per CPU the process may run
+            on, JAX's default); set before JAX starts its backends
+            (:func:`rljax.cpu_threads.set_cpu_threads`), so it applies to the first run of
+            a process only.
     """
 
     algo: str
@@ -96,6 +100,9 @@ class RunConfig:
     devices: int = setting(1, help="split the seeds (x sweep values) over N devices in one "
                            "program (all processes' devices with --distributed); one agent "
                            "learns data-parallel over them", metavar="N", low=1)
+    cpu_threads: int = setting(0, help="threads of XLA's CPU thread pool (0: one per CPU; "
+                               "default: the preset's): 1 is faster for small networks on a "
+                               "CPU", metavar="N", low=0, resumable=True, learning=False)
 
     def __post_init__(self):
         algo = get_algorithm(self.algo)

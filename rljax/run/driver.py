@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
-from rljax import envs
+from rljax import cpu_threads, envs
 from rljax.envs import native
 from rljax.envs.stats import last_episodes
 from rljax.loops.state import LoopState, Trainer
@@ -271,6 +271,7 @@ def train_run(run: RunConfig, *, run_dir: str | None = None, progress: bool = Tr
     """
     start = time.perf_counter()
     started = start if started is None else started
+    cpu_threads.set_cpu_threads(run.cpu_threads)  # before anything starts JAX's backends
     # Across processes the first one writes the run directory; all take part in the
     # collectives that fetch the state (multihost.fetch) and write their own shards of
     # each checkpoint into the first one's run directory.

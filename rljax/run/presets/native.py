@@ -36,6 +36,11 @@ _CRAFTAX_PPO_RNN = PPOConfig(loop=OnPolicyLoop(num_envs=1024, rollout_len=64),
                              num_epochs=4, num_minibatches=8, lr=2e-4, anneal_lr=True,
                              gae_lambda=0.8, entropy_coef=0.01, max_grad_norm=1.0,
                              hidden_sizes=(512,), memory="gru", memory_size=512)
+# Small networks' kernels run faster on one XLA CPU thread than handed between several
+# (rljax.cpu_threads; python -m benchmarks.cpu_threads, 2 CPU cores: gymnax CartPole PPO
+# 1.27x, PureJaxRL's CartPole PPO settings 1.42x, PQN 1.31x, MinAtar Breakout PQN 1.15x; MinAtar PPO's 4,096-sample minibatches and
+# the 256-256 Pendulum agents run faster on two, so they keep JAX's default).
+_ONE_THREAD = "one XLA CPU thread (--cpu-threads 1: faster for its small kernels on a CPU)"
 _MINATAR = {"breakout": "Breakout", "space-invaders": "SpaceInvaders", "asterix": "Asterix",
             "freeway": "Freeway"}
 
@@ -50,10 +55,11 @@ def _minatar(game: str, name: str) -> list[Preset]:
                       "actor and critic) on flattened observations"),
         _preset(name=f"minatar-{game}-pqn", env_id=env_id, config=_MINATAR_PQN,
                 total_steps=10_000_000, chunk_steps=81_920, key_params=_PQN_KEYS,
+                cpu_threads=1,
                 notes="purejaxql's MinAtar PQN settings (128 envs x 32 steps, 2 x 32 "
                       "minibatches, RAdam 5e-4 annealed, Q(0.65), epsilon 1 -> 0.05 over "
                       "the first 10% of updates, LayerNorm 128-128) on flattened "
-                      "observations"),
+                      f"observations; {_ONE_THREAD}"),
     ]
 
 
@@ -71,21 +77,23 @@ def _pendulum(algo: str, config_cls: type, note: str) -> Preset:
 PRESETS: list[Preset] = [
     _preset(name="gymnax-cartpole-ppo", env_id="gymnax:CartPole-v1",
             config=PPOConfig(), total_steps=500_000, threshold=475.0, key_params=_PPO_KEYS,
+            cpu_threads=1,
             notes="cartpole-ppo's tuned configuration on gymnax's CartPole (32 envs x 16 "
                   "steps, 4 x 4 minibatches, Adam 2.5e-3, tanh 64-64); the envs step inside "
-                  "the program"),
+                  f"the program; {_ONE_THREAD}"),
     _preset(name="gymnax-cartpole-ppo-purejaxrl", env_id="gymnax:CartPole-v1",
             config=PPOConfig(loop=OnPolicyLoop(num_envs=4, rollout_len=128),
                              lr=2.5e-4, anneal_lr=True),
-            total_steps=500_000, threshold=475.0, key_params=_PPO_KEYS,
+            total_steps=500_000, threshold=475.0, key_params=_PPO_KEYS, cpu_threads=1,
             notes="PureJaxRL's CartPole PPO settings (4 envs x 128 steps, 4 x 4 "
                   "minibatches, Adam 2.5e-4 annealed, clip 0.2, entropy 0.01, tanh 64-64), "
-                  "the configuration of its single-file reference loop"),
+                  f"the configuration of its single-file reference loop; {_ONE_THREAD}"),
     _preset(name="gymnax-cartpole-pqn", env_id="gymnax:CartPole-v1",
             config=PQNConfig(anneal_lr=True), total_steps=500_000, threshold=475.0,
-            key_params=_PQN_KEYS,
+            key_params=_PQN_KEYS, cpu_threads=1,
             notes="cartpole-pqn's configuration on gymnax's CartPole (32 envs x 16 steps, "
-                  "4 x 4 minibatches, LayerNorm 128-128, RAdam 1e-3 annealed, Q(0.95))"),
+                  "4 x 4 minibatches, LayerNorm 128-128, RAdam 1e-3 annealed, Q(0.95)); "
+                  f"{_ONE_THREAD}"),
     *[p for game, name in _MINATAR.items() for p in _minatar(game, name)],
     *[_pendulum(algo, cls, note) for algo, cls, note in (
         ("sac", SACConfig, "the SAC paper's settings (256-256, Adam 3e-4, tau 0.005, one "

@@ -1,0 +1,118 @@
+"""The size of XLA's CPU thread pool: one thread per CPU by default, fewer where that is faster.
+
+A compiled program runs its kernels on XLA's CPU thread pool, which JAX sizes when its CPU
+backend starts: one thread per CPU the process may run on (``os.sched_getaffinity``). A
+small network's kernels take microseconds, and handing them between threads then costs
+more than running them on one: on 2 CPU cores, gymnax CartPole PPO trains 1.26x faster with
+a one-thread pool and gymnax CartPole PQN 1.36x, while matmul-heavy runs (MinAtar PPO's
+4,096-sample minibatches, SAC's 256-256 networks) run 0.75-0.8x as fast
+(``python -m benchmarks.cpu_threads``, docs/benchmarks.md). The run setting ``cpu_threads``
+(``rljax train --cpu-threads N``) picks the size; presets set it where it was measured to
+pay.
+
+:func:`set_cpu_threads` takes effect only before JAX starts its backends (the pool is built
+once, with the CPU client): it wraps JAX's CPU backend factory so that the client is built
+while the calling thread may run on ``n`` CPUs only, then gives every thread started
+meanwhile (the pool's among them) back all of the process's CPUs, so the pool has ``n``
+threads that run anywhere. Other backends (a GPU's) are built as before. It touches one
+JAX internal (``jax._src.xla_bridge._backend_factories``) and warns, changing nothing,
+where that has moved or the system has no CPU affinity (macOS, Windows).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import warnings
+
+from rljax import validate
+
+# What this module asked for and what the CPU client was built with (None: not built by it).
+_STATE: dict[str, int | None] = {"requested": 0, "built": None}
+
+
+def available_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask; ``os.cpu_count()`` where the
+    system has none)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def pool_size(n: int) -> int:
+    """The threads a pool asked to have ``n`` gets: all CPUs for 0 or more than there are."""
+    cpus = available_cpus()
+    return cpus if n <= 0 or n > cpus else n
+
+
+def set_cpu_threads(n: int) -> bool:
+    """Asks for XLA's CPU thread pool to have ``n`` threads (0: one per CPU, JAX's default;
+    more than the CPUs there are: one per CPU).
+
+    Returns True when the pool will have (or has) that size; False, with a warning naming
+    what to do, when JAX's backends were already started with another size or the system
+    cannot size it.
+
+    Raises:
+        ValueError: ``n`` is not an integer >= 0.
+    """
+    validate.integer("cpu_threads", n, low=0)
+    wanted = pool_size(n)
+    from jax._src import xla_bridge
+
+    if xla_bridge.backends_are_initialized():
+        built = _STATE["built"] if _STATE["built"] is not None else available_cpus()
+        if built == wanted:
+            return True
+        warnings.warn(f"cpu_threads={n} not applied: JAX's CPU backend was started (with "
+                      f"{built} thread(s)) before it was asked for; call "
+                      f"rljax.set_cpu_threads({n}) before the first JAX computation, or train "
+                      f"from the command line (rljax train --cpu-threads {n})",
+                      RuntimeWarning, stacklevel=2)
+        return False
+    _STATE["requested"] = n
+    if wanted == available_cpus():
+        return True  # JAX's own sizing
+    if not hasattr(os, "sched_setaffinity"):
+        warnings.warn(f"cpu_threads={n} not applied: this system has no CPU affinity "
+                      f"(os.sched_setaffinity), which sizes XLA's CPU thread pool",
+                      RuntimeWarning, stacklevel=2)
+        return False
+    return _wrap_cpu_factory(xla_bridge)
+
+
+def _wrap_cpu_factory(xla_bridge) -> bool:
+    registrations = getattr(xla_bridge, "_backend_factories", None)
+    registration = registrations.get("cpu") if isinstance(registrations, dict) else None
+    if registration is None or not dataclasses.is_dataclass(registration):
+        warnings.warn("cpu_threads not applied: this JAX version registers its CPU backend "
+                      "differently (jax._src.xla_bridge._backend_factories['cpu'])",
+                      RuntimeWarning, stacklevel=3)
+        return False
+    if getattr(registration.factory, "_rljax_sized", False):
+        return True
+    original = registration.factory
+
+    def sized_cpu_client():
+        cpus = os.sched_getaffinity(0)
+        size = pool_size(_STATE["requested"] or 0)
+        if size >= len(cpus):
+            _STATE["built"] = len(cpus)
+            return original()
+        before = set(os.listdir("/proc/self/task"))
+        os.sched_setaffinity(0, sorted(cpus)[:size])
+        try:
+            client = original()
+        finally:
+            os.sched_setaffinity(0, cpus)
+            for tid in set(os.listdir("/proc/self/task")) - before:
+                try:
+                    os.sched_setaffinity(int(tid), cpus)
+                except OSError:  # a thread that has ended since
+                    pass
+        _STATE["built"] = size
+        return client
+
+    sized_cpu_client._rljax_sized = True
+    registrations["cpu"] = dataclasses.replace(registration, factory=sized_cpu_client)
+    return True
