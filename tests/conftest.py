@@ -50,13 +50,6 @@ if ("xla_cpu_use_fusion_emitters" not in os.environ.get("XLA_FLAGS", "")
 import jax  # noqa: E402  (after XLA_FLAGS: the backend reads them once)
 import pytest  # noqa: E402
 
-# One XLA CPU thread per test process: the tests' programs are small, and the two
-# pytest-xdist workers already keep both cores busy (rljax.cpu_threads). Subprocess tests
-# start with JAX's default pool unless they ask for another.
-from rljax.cpu_threads import set_cpu_threads  # noqa: E402
-
-set_cpu_threads(1)
-
 _HERE = str(pathlib.Path(__file__).parent)
 if _HERE not in sys.path:
     sys.path.insert(0, _HERE)

@@ -11,7 +11,8 @@ import pytest
 from rljax.run import bench, bench_peers
 
 MEASURED_KEYS = {"preset", "env_id", "num_envs", "num_seeds", "compile_time_s", "train_sps",
-                 "samples", "env_only_sps", "ratio", "peak_host_mb", "loadavg_1min"}
+                 "samples", "env_only_sps", "ratio", "peak_host_mb", "loadavg_1min",
+                 "cpu_threads"}
 
 
 @pytest.mark.optimized
