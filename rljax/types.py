@@ -78,6 +78,40 @@ def next_obs(rollout: Rollout) -> Array:
     return rollout.obs[1:] if rollout.final_obs is None else rollout.final_obs
 
 
+def next_values(rollout: Rollout, values: Array, value_fn: Callable[[Array], Array],
+                time_limit: int) -> Array:
+    """``[T, B]``: the value each step of ``rollout`` bootstraps from, given ``values
+    [T, B]``, the values of ``obs[:-1]`` recorded when acting, and ``value_fn(obs [N, ...])
+    -> [N]``, the value function.
+
+    Where an episode goes on that is ``values[t + 1]`` (``value_fn`` of the last
+    observation for the last step). Envs that reset within the step (``final_obs`` kept)
+    need the value of the real final observation only where the episode was truncated
+    (terminated steps do not bootstrap): an episode is truncated only at its ``time_limit``
+    (steps >= 1), so an env truncates at most ``ceil(T / time_limit)`` times in ``T``
+    steps, and ``value_fn`` runs on that many final observations per env, not on all
+    ``T * B``. The entries of terminated steps are left as ``values[t + 1]``. With no
+    usable ``time_limit`` (< 1) or a bound of half the steps or more, ``value_fn`` takes
+    every final observation.
+    """
+    last = value_fn(rollout.obs[-1])
+    following = jax.numpy.concatenate([values[1:], last[None]], axis=0)
+    if rollout.final_obs is None:
+        return following
+    steps, envs = rollout.truncated.shape[:2]
+    final = rollout.final_obs.reshape((steps * envs,) + rollout.final_obs.shape[2:])
+    bound = envs * -(-steps // time_limit) if time_limit >= 1 else steps * envs
+    if 2 * bound >= steps * envs:
+        return value_fn(final).reshape(steps, envs)
+    # The truncated steps' flat indices, padded with an out-of-range one whose row is
+    # computed from a clamped index and whose write is dropped.
+    (where,) = jax.numpy.nonzero(rollout.truncated.reshape(-1), size=bound,
+                                 fill_value=steps * envs)
+    truncated_values = value_fn(final[jax.numpy.minimum(where, steps * envs - 1)])
+    return following.reshape(-1).at[where].set(truncated_values, mode="drop").reshape(
+        steps, envs)
+
+
 def valid_mask(rollout: Rollout) -> Array | None:
     """``rollout.valid``, or None where every step is a transition: envs that reset within
     the step (those that keep ``final_obs``) have no reset steps. A loss may then take

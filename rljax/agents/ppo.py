@@ -54,7 +54,16 @@ from rljax.envs.spec import EnvSpec
 from rljax.minibatches import minibatch_epochs
 from rljax.networks import core as nets
 from rljax.records import OnPolicyLoop, shape_field
-from rljax.types import WHOLE, Array, Metrics, Params, PRNGKey, Rollout, Split
+from rljax.types import (
+    WHOLE,
+    Array,
+    Metrics,
+    Params,
+    PRNGKey,
+    Rollout,
+    Split,
+    next_values,
+)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -266,15 +275,13 @@ def samples(config: PPOConfig, spec: EnvSpec, parts: Parts, state: PPOState, bat
     obs = heads.prepare(config, state.obs_stats, batch.obs)
     extras = batch.extras
     # The rollout's values of obs[:-1] were recorded when acting; only the last
-    # observation's is missing, or, for envs that reset in the same step, those of the
-    # final observations each step bootstraps from.
-    if batch.final_obs is None:
-        _, last_value = forward(parts, state.params, obs[-1])
-        next_values = jnp.concatenate([extras["value"][1:], last_value[None]], axis=0)
-    else:
-        final = heads.prepare(config, state.obs_stats, batch.final_obs)
-        _, next_values = forward(parts, state.params, final)
-    values = (extras["value"], next_values)
+    # observation's is missing, and, for envs that reset in the same step, those of the
+    # truncated steps' final observations (rljax.types.next_values).
+    def value_fn(o: Array) -> Array:
+        return forward(parts, state.params, heads.prepare(config, state.obs_stats, o))[1]
+
+    following = next_values(batch, extras["value"], value_fn, spec.max_episode_steps)
+    values = (extras["value"], following)
     scaler, reward = state.reward_scaler, batch.reward
     if config.reward_scaling:
         scaler, reward = scale_rewards(config, scaler, batch, split)

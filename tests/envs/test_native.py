@@ -140,6 +140,9 @@ def test_on_policy_learners_bootstrap_from_the_final_observation(algo):
         wrong = pqn.targets(config, net, state.params, batch._replace(final_obs=None))
     else:  # GAE in NumPy with the critic's values of the final observations
         parts = ppo.parts(config, spec)
+        # On-policy: the values recorded when acting are this state's critic's.
+        batch = batch._replace(extras={**batch.extras, "value": ppo.forward(
+            parts, state.params, batch.obs[:-1])[1]})
         got = ppo.samples(config, spec, parts, state, batch)[0].target
         wrong = ppo.samples(config, spec, parts, state, batch._replace(final_obs=None))[0].target
         v_next = np.asarray(ppo.forward(parts, state.params, batch.final_obs)[1])
