@@ -63,6 +63,7 @@ from rljax.types import (
     Rollout,
     Split,
     next_values,
+    valid_mask,
 )
 
 
@@ -289,7 +290,7 @@ def samples(config: PPOConfig, spec: EnvSpec, parts: Parts, state: PPOState, bat
     action = batch.action if spec.discrete else extras["raw_action"]
     return Samples(obs=obs[:-1], action=action, log_prob=extras["log_prob"],
                    value=extras["value"], advantage=adv, target=target,
-                   valid=batch.valid), scaler
+                   valid=valid_mask(batch)), scaler
 
 
 def update(config: PPOConfig, spec: EnvSpec, parts: Parts, split: Split, state: PPOState,

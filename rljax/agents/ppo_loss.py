@@ -62,7 +62,8 @@ class Samples(NamedTuple):
         value: the rollout's values.
         advantage: GAE advantages.
         target: value targets.
-        valid: False on reset steps.
+        valid: False on reset steps; None where every step is a transition (envs that
+            reset within the step, :func:`rljax.types.valid_mask`): plain means.
     """
 
     obs: Array
@@ -71,7 +72,7 @@ class Samples(NamedTuple):
     value: Array
     advantage: Array
     target: Array
-    valid: Array
+    valid: Array | None
 
 
 def loss_terms(config: PPOConfig, log_prob: Array, entropy: Array, value: Array,
