@@ -8,6 +8,7 @@ modules themselves.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import importlib
 from collections.abc import Iterator, Mapping
@@ -75,11 +76,26 @@ def get_preset(name: str) -> Preset:
     return PRESETS[name]
 
 
+# A preset's one-thread CPU pool (``cpu_threads=1``) pays for a few members; vmapping
+# more makes the matmuls large enough for every core (gymnax-cartpole-ppo on 2 cores: one
+# thread ahead at 16 seeds, 1.07x behind at 64 and 1.24x at 256; docs/scaling.md).
+ONE_THREAD_MEMBERS = 32
+
+
 def from_preset(preset: str | Preset, **changes: Any) -> RunConfig:
     """A preset's run (by name or as a :class:`Preset`) with run settings and agent fields
-    changed as :func:`rljax.run.config.override` takes them."""
+    changed as :func:`rljax.run.config.override` takes them.
+
+    A preset that runs XLA's CPU pool with fewer threads than JAX's default keeps that
+    for up to :data:`ONE_THREAD_MEMBERS` members (seeds x sweep values); with more, and
+    no ``cpu_threads`` given, the run takes JAX's default (``cpu_threads=0``).
+    """
     base = preset if isinstance(preset, Preset) else get_preset(preset)
-    return override(base.run, **changes)
+    run = override(base.run, **changes)
+    if (changes.get("cpu_threads") in (None, "") and run.cpu_threads > 0
+            and run.num_members > ONE_THREAD_MEMBERS):
+        run = dataclasses.replace(run, cpu_threads=0)
+    return run
 
 
 __all__ = ["PRESETS", "Preset", "family", "from_preset", "get_preset", "preset"]
