@@ -9,6 +9,14 @@ from rljax import records
 from rljax.run.config import RunConfig
 from rljax.run.registry import ALGORITHMS
 
+# Presets with small networks run XLA's CPU pool with one thread (rljax.cpu_threads): their
+# kernels run faster on it than handed between cores (python -m benchmarks.cpu_threads,
+# 2 CPU cores: gymnax CartPole PPO 1.27x, PureJaxRL's CartPole PPO settings 1.42x, PQN
+# 1.31x, MinAtar Breakout PQN 1.15x, envpool CartPole PPO 1.20x and PQN 1.18x; MinAtar
+# PPO's 1,024-sample minibatches and the 256-256 Pendulum agents run faster on two, and
+# cartpole-dqn and cartpole-a2c gain nothing clear, so they keep JAX's default).
+ONE_THREAD_NOTE = "one XLA CPU thread (--cpu-threads 1: faster for its small kernels on a CPU)"
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Preset:

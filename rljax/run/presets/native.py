@@ -13,6 +13,7 @@ from rljax.agents.pqn import PQNConfig
 from rljax.agents.sac import SACConfig
 from rljax.agents.td3 import TD3Config
 from rljax.records import OffPolicyLoop, OnPolicyLoop, Replay
+from rljax.run.presets.base import ONE_THREAD_NOTE as _ONE_THREAD
 from rljax.run.presets.base import Preset
 from rljax.run.presets.base import preset as _preset
 
@@ -36,12 +37,6 @@ _CRAFTAX_PPO_RNN = PPOConfig(loop=OnPolicyLoop(num_envs=1024, rollout_len=64),
                              num_epochs=4, num_minibatches=8, lr=2e-4, anneal_lr=True,
                              gae_lambda=0.8, entropy_coef=0.01, max_grad_norm=1.0,
                              hidden_sizes=(512,), memory="gru", memory_size=512)
-# Small networks' kernels run faster on one XLA CPU thread than handed between several
-# (rljax.cpu_threads; python -m benchmarks.cpu_threads, 2 CPU cores: gymnax CartPole PPO
-# 1.27x, PureJaxRL's CartPole PPO settings 1.42x, PQN 1.31x, MinAtar Breakout PQN 1.15x;
-# MinAtar PPO's 1,024-sample minibatches and the 256-256 Pendulum agents run faster on
-# two, so they keep JAX's default).
-_ONE_THREAD = "one XLA CPU thread (--cpu-threads 1: faster for its small kernels on a CPU)"
 _MINATAR = {"breakout": "Breakout", "space-invaders": "SpaceInvaders", "asterix": "Asterix",
             "freeway": "Freeway"}
 

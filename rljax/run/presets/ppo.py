@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rljax.agents.ppo import PPOConfig
 from rljax.records import OnPolicyLoop
-from rljax.run.presets.base import Preset
+from rljax.run.presets.base import ONE_THREAD_NOTE, Preset
 from rljax.run.presets.base import preset as _preset
 
 # PPO: rollout-then-learn on the on-policy loop.
@@ -33,9 +33,10 @@ PRESETS: list[Preset] = [
         total_steps=500_000,
         threshold=475.0,
         key_params=_PPO_KEYS,
+        cpu_threads=1,
         notes="tuned for wall time: 32 envs x 16 steps, 4 epochs x 4 minibatches, Adam 2.5e-3, "
               "clip 0.2, separate 64-64 tanh actor and critic; 3 of 3 seeds solved within "
-              "70-91k env steps",
+              f"70-91k env steps; {ONE_THREAD_NOTE}",
     ),
     _preset(
         name="breakout-ppo",

@@ -6,7 +6,7 @@ import dataclasses
 
 from rljax.agents.pqn import PQNConfig
 from rljax.records import OnPolicyLoop
-from rljax.run.presets.base import Preset
+from rljax.run.presets.base import ONE_THREAD_NOTE, Preset
 from rljax.run.presets.base import preset as _preset
 
 # PQN: LayerNorm Q-learning from Q(lambda) targets on the on-policy loop.
@@ -23,12 +23,13 @@ PRESETS: list[Preset] = [
         total_steps=500_000,
         threshold=475.0,
         key_params=_PQN_KEYS + ("anneal_lr",),
+        cpu_threads=1,
         notes="32 envs x 16 steps, 4 epochs x 4 minibatches, LayerNorm 128-128, RAdam 1e-3 "
               "annealed to 0 over the run, Q(0.95), epsilon 1 -> 0.05 -> 0.01 over 150 "
               "updates; seeds 0-15 in one program all solved, at 83-141k env steps, but "
               "only 10 of 16 were still solved at 500k (the others ended at 15-458; "
               "docs/results.md); a constant learning rate solved sooner, 72-97k, but seed 0 "
-              "fell to 163 by 500k",
+              f"fell to 163 by 500k; {ONE_THREAD_NOTE}",
     ),
     _preset(
         name="breakout-pqn",
