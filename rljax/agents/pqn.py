@@ -47,7 +47,16 @@ from rljax.networks.core import ACTIVATIONS, Network
 from rljax.networks.distributions import take_action
 from rljax.networks.layer_norm import make_layer_norm_q_network
 from rljax.records import OnPolicyLoop, shape_field
-from rljax.types import Array, Metrics, Params, PRNGKey, Rollout, next_obs, valid_mask
+from rljax.types import (
+    Array,
+    Metrics,
+    Params,
+    PRNGKey,
+    Rollout,
+    next_obs,
+    next_values,
+    valid_mask,
+)
 from rljax.validate import Schedule
 
 OPTIMIZERS = ("radam", "adam")
@@ -172,10 +181,12 @@ class PQNState:
 
 
 class Parts(NamedTuple):
-    """PQN's network and optimizer, built once by :func:`make_pqn`."""
+    """PQN's network and optimizer, built once by :func:`make_pqn`, and the env's time
+    limit (:func:`targets`)."""
 
     net: Network
     optimizer: optax.GradientTransformation
+    time_limit: int = 0
 
 
 def network(config: PQNConfig, spec: EnvSpec) -> Network:
@@ -212,11 +223,13 @@ def init(spec: EnvSpec, parts: Parts, key: PRNGKey) -> PQNState:
 
 def act(config: PQNConfig, net: Network, state: PQNState, obs: Array, key: PRNGKey,
         step: Array, new_episode: Array) -> tuple[Array, dict, PQNState]:
-    """Epsilon-greedy actions ``[B]`` at ``epsilon(step)``."""
+    """Epsilon-greedy actions ``[B]`` at ``epsilon(step)``; the extras keep ``q_max
+    [B]``, the greedy value of ``obs``, which the update bootstraps from (:func:`targets`)."""
     del new_episode
     q = net.apply(state.params, obs)
     state = state.replace(update_step=jnp.asarray(step, jnp.int32))
-    return exploration.epsilon_greedy(key, q, epsilon_schedule(config)(step)), {}, state
+    action = exploration.epsilon_greedy(key, q, epsilon_schedule(config)(step))
+    return action, {"q_max": jnp.max(q, axis=-1)}, state
 
 
 def policy(net: Network, params: Params, obs: Array) -> Array:
@@ -224,13 +237,24 @@ def policy(net: Network, params: Params, obs: Array) -> Array:
     return jnp.argmax(net.apply(params, obs), axis=-1).astype(jnp.int32)
 
 
-def targets(config: PQNConfig, net: Network, params: Params, batch: Rollout) -> Array:
+def targets(config: PQNConfig, net: Network, params: Params, batch: Rollout,
+            time_limit: int = 0) -> Array:
     """Q(lambda) targets ``[T, B]`` of a rollout from the network ``params``.
 
     Rewards are scaled by ``reward_scale``; the targets of reset steps are meaningless
-    (masked by ``batch.valid``).
+    (masked by ``batch.valid``). With the greedy values recorded when acting
+    (``batch.extras["q_max"]``, by the same ``params``), the network runs only on the last
+    observation and the truncated steps' final observations (at most ``ceil(T /
+    time_limit)`` per env, :func:`rljax.types.next_values`); without them, on every step's
+    next observation.
     """
-    q_t = net.apply(params, next_obs(batch))
+    if "q_max" in batch.extras:
+        def greedy(o: Array) -> Array:
+            return jnp.max(net.apply(params, o), axis=-1)
+
+        q_t = next_values(batch, batch.extras["q_max"], greedy, time_limit)[..., None]
+    else:
+        q_t = net.apply(params, next_obs(batch))
     discount = config.gamma * (1.0 - batch.terminated.astype(jnp.float32))
     end = batch.terminated | batch.truncated
     fn = functools.partial(losses.q_lambda_returns, lambda_=config.q_lambda)
@@ -266,7 +290,8 @@ def update(config: PQNConfig, parts: Parts, state: PQNState, batch: Rollout,
            key: PRNGKey) -> Update:
     """``num_epochs`` epochs of minibatch steps towards the rollout's Q(lambda) targets."""
     data = Samples(obs=batch.obs[:-1], action=batch.action,
-                   target=targets(config, parts.net, state.params, batch),
+                   target=targets(config, parts.net, state.params, batch,
+                                  parts.time_limit),
                    valid=valid_mask(batch))
     params, opt_state, metrics = minibatch_epochs(
         key, state.params, state.opt_state, data,
@@ -299,7 +324,7 @@ def make_pqn(config: PQNConfig, spec: EnvSpec, *, parallel: Parallel = ONE_DEVIC
         from rljax.agents.recurrent_pqn import make_recurrent_pqn
 
         return make_recurrent_pqn(config, spec, parallel=parallel)
-    built = Parts(network(config, spec), optimizer(config, parallel))
+    built = Parts(network(config, spec), optimizer(config, parallel), spec.max_episode_steps)
     return Agent(
         init=functools.partial(init, spec, built),
         act=functools.partial(act, config, built.net),

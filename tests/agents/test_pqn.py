@@ -99,6 +99,13 @@ def test_targets_are_q_lambda_returns_over_the_rollout(specs, jit):
     valid = np.asarray(batch.valid)
     np.testing.assert_allclose(np.where(valid, got, 0), np.where(valid, ref, 0), rtol=1e-5,
                                atol=1e-5)
+    # The same from the greedy values recorded when acting (the network then runs on the
+    # last observation only).
+    net = pqn.network(cfg, spec)
+    recorded = batch._replace(extras={"q_max": jnp.max(net.apply(state.params, batch.obs[:-1]),
+                                                       axis=-1)})
+    np.testing.assert_allclose(np.where(valid, fn(cfg, net, state.params, recorded), 0),
+                               np.where(valid, ref, 0), rtol=1e-5, atol=1e-5)
     # ... which is the core function over each env.
     core = jax.vmap(lambda r, d, e, q: q_lambda_returns(r, d, e, q, 0.7), in_axes=1,
                     out_axes=1)(0.5 * reward, 0.9 * (1.0 - term), term | trunc,
@@ -186,7 +193,10 @@ def test_epsilon_follows_its_schedule_in_updates(specs):
     for step, epsilon in ((0, 1.0), (5, 0.5), (10, 0.0), (20, 0.0)):
         action, extras, new_state = act(state, obs, jax.random.key(step), step,
                                         jnp.zeros(n, bool))
-        assert extras == {} and action.dtype == jnp.int32 and action.shape == (n,)
+        assert action.dtype == jnp.int32 and action.shape == (n,)
+        # The greedy value of each observation, recorded for the targets' bootstraps.
+        np.testing.assert_allclose(extras["q_max"], np.max(np.asarray(pqn.network(
+            _config(), spec).apply(state.params, obs)), axis=-1), rtol=1e-3, atol=1e-3)
         # A random action is the greedy one half the time (two actions).
         np.testing.assert_allclose(np.mean(np.asarray(action) != greedy), epsilon / 2,
                                    atol=0.03)
@@ -224,7 +234,8 @@ def test_frames_act_and_policy_shapes(specs):
                                        jnp.zeros(B, bool))
     greedy = jax.eval_shape(agent.policy, agent.params(state), obs)
     assert action.shape == greedy.shape == (B,) and action.dtype == greedy.dtype == jnp.int32
-    assert extras == {}
+    assert {k: (v.shape, v.dtype) for k, v in extras.items()} == {
+        "q_max": ((B,), jnp.float32)}
 
 
 def test_config_errors_name_field_and_value():

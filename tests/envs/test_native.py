@@ -135,9 +135,20 @@ def test_on_policy_learners_bootstrap_from_the_final_observation(algo):
     flat = _as_envpool_rollout(batch)
     if algo == "pqn":
         net = pqn.network(config, spec)
-        got = pqn.targets(config, net, state.params, batch)
-        want = pqn.targets(config, net, state.params, flat)
-        wrong = pqn.targets(config, net, state.params, batch._replace(final_obs=None))
+
+        def acted(b):  # on-policy: the greedy values recorded when acting are this state's
+            return b._replace(extras={"q_max": jnp.max(net.apply(state.params, b.obs[:-1]),
+                                                       axis=-1)})
+
+        limit = spec.max_episode_steps  # 5 of 16 steps: the critic on truncated rows only
+        got = pqn.targets(config, net, state.params, acted(batch), limit)
+        want = pqn.targets(config, net, state.params, acted(flat), limit)
+        # ... equal to the network on every next observation (no values recorded).
+        np.testing.assert_allclose(want, pqn.targets(config, net, state.params,
+                                                     flat._replace(extras={})), rtol=1e-5,
+                                   atol=1e-6)
+        wrong = pqn.targets(config, net, state.params, acted(batch._replace(final_obs=None)),
+                            limit)
     else:  # GAE in NumPy with the critic's values of the final observations
         parts = ppo.parts(config, spec)
         # On-policy: the values recorded when acting are this state's critic's.
