@@ -149,8 +149,9 @@ def make_ppo(env_id: str, s: Sizes, gamma=0.99, lam=0.95, clip=0.2, ent=0.01, vf
 
 
 def make_pqn(env_id: str, s: Sizes, gamma=0.99, lam=0.95, eps=0.05, reward_scale=0.1):
-    """PQN: LayerNorm ReLU MLP, Q(lambda) targets over the rollout, RAdam after clipping the
-    gradient norm at 10, epsilon-greedy acting (fixed epsilon: the schedule costs nothing)."""
+    """PQN: LayerNorm ReLU MLP, Q(lambda) targets over the rollout from the greedy values
+    recorded when acting, RAdam after clipping the gradient norm at 10, epsilon-greedy
+    acting (fixed epsilon: the schedule costs nothing)."""
     env, params, obs_dim, num_actions = _env(env_id)
     q_net = _MLP(s.hidden, num_actions, act="relu", layer_norm=True)
     opt = optax.chain(optax.clip_by_global_norm(10.0), optax.radam(s.lr))
@@ -173,7 +174,8 @@ def make_pqn(env_id: str, s: Sizes, gamma=0.99, lam=0.95, eps=0.05, reward_scale
             env.step, (0, 0, 0, None))(jax.random.split(k_env, s.num_envs), env_state, action,
                                        params)
         done = (term | trunc).astype(jnp.float32)
-        return (net, opt_state, env_state, _flat(nobs), key), (obs, action, reward, done)
+        return (net, opt_state, env_state, _flat(nobs), key), (obs, action, reward, done,
+                                                               q.max(-1))
 
     def loss(net, mb):
         obs, action, target = mb
@@ -181,9 +183,12 @@ def make_pqn(env_id: str, s: Sizes, gamma=0.99, lam=0.95, eps=0.05, reward_scale
         return 0.5 * jnp.square(q - target).mean()
 
     def update(carry, _):
-        carry, (obs, action, reward, done) = jax.lax.scan(step, carry, None, s.rollout_len)
+        carry, (obs, action, reward, done, q_max) = jax.lax.scan(step, carry, None,
+                                                                 s.rollout_len)
         net, opt_state, env_state, last_obs, key = carry
-        q_next = q_net.apply(net, jnp.concatenate([obs[1:], last_obs[None]])).max(-1)
+        # The greedy values recorded when acting bootstrap the next step, as purejaxql's
+        # PQN does; only the last observation needs the network.
+        q_next = jnp.concatenate([q_max[1:], q_net.apply(net, last_obs).max(-1)[None]])
 
         def lam_return(g_next, x):
             r, d, q = x
