@@ -64,10 +64,10 @@ def set_cpu_threads(n: int) -> bool:
         built = _STATE["built"] if _STATE["built"] is not None else available_cpus()
         if built == wanted:
             return True
-        warnings.warn(f"cpu_threads={n} not applied: JAX's CPU backend was started (with "
-                      f"{built} thread(s)) before it was asked for; call "
-                      f"rljax.set_cpu_threads({n}) before the first JAX computation, or train "
-                      f"from the command line (rljax train --cpu-threads {n})",
+        warnings.warn(f"cpu_threads={n} not applied: JAX's CPU backend already runs with "
+                      f"{built} thread(s), sized once per process when JAX starts; call "
+                      f"rljax.set_cpu_threads({n}) before the process's first JAX computation, "
+                      f"or train from the command line (rljax train --cpu-threads {n})",
                       RuntimeWarning, stacklevel=2)
         return False
     _STATE["requested"] = n
