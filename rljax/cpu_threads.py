@@ -3,9 +3,9 @@
 A compiled program runs its kernels on XLA's CPU thread pool, which JAX sizes when its CPU
 backend starts: one thread per CPU the process may run on (``os.sched_getaffinity``). A
 small network's kernels take microseconds, and handing them between threads then costs
-more than running them on one: on 2 CPU cores, gymnax CartPole PPO trains 1.26x faster with
-a one-thread pool and gymnax CartPole PQN 1.36x, while matmul-heavy runs (MinAtar PPO's
-4,096-sample minibatches, SAC's 256-256 networks) run 0.75-0.8x as fast
+more than running them on one: on 2 CPU cores, gymnax CartPole PPO trains 1.27x faster with
+a one-thread pool and gymnax CartPole PQN 1.31x, while matmul-heavy runs (MinAtar PPO's
+1,024-sample minibatches, SAC's 256-256 networks) run 0.76-0.82x as fast
 (``python -m benchmarks.cpu_threads``, docs/benchmarks.md). The run setting ``cpu_threads``
 (``rljax train --cpu-threads N``) picks the size; presets set it where it was measured to
 pay.
