@@ -33,13 +33,12 @@ def worker(preset: str, threads: int) -> None:
     import dataclasses
 
     import jax
-    import numpy as np
 
     from rljax.cpu_threads import pool_size, set_cpu_threads
 
     if not set_cpu_threads(threads):
         raise SystemExit(f"could not size the pool to {threads}")
-    from benchmarks.throughput import _compiled
+    from benchmarks.throughput import _compiled, _until_learning
     from rljax.run.build import build
     from rljax.run.presets import from_preset
 
@@ -48,8 +47,8 @@ def worker(preset: str, threads: int) -> None:
     _, _, trainer, _ = build(run)
     chunk, state, metrics = _compiled(trainer)
     for field in ("loss", "critic_loss", "q_loss"):
-        while field in metrics and not bool(np.all(np.isfinite(np.asarray(metrics[field])))):
-            state, metrics = chunk(state)
+        if field in metrics:
+            state = _until_learning(chunk, state, metrics, field)
     print(json.dumps({"steps": trainer.steps_per_chunk, "pool": pool_size(threads)}),
           flush=True)
     for _ in sys.stdin:
