@@ -38,7 +38,7 @@ REJAX_PPO = {"num_envs": 32, "num_steps": 16, "num_epochs": 4, "num_minibatches"
              "agent_kwargs": {"activation": "tanh", "hidden_layer_sizes": [64, 64]}}
 # rljax's gymnax-cartpole-pqn sizes, in rejax's PQN field names. rejax's PQN network is
 # fixed at LayerNorm ReLU 64-64, so rljax's preset runs with hidden_sizes 64-64 beside it.
-REJAX_PQN = {"num_envs": 32, "num_steps": 16, "num_epochs": 4, "num_minibatches": 4,
+REJAX_PQN = {"num_envs": 32, "num_steps": 16, "num_epochs": 2, "num_minibatches": 4,
              "learning_rate": 1e-3, "max_grad_norm": 10.0, "gamma": 0.99,
              "td_lambda": 0.95, "normalize_observations": False}
 # What each comparison runs: rljax's preset (with overrides) and rejax's algorithm.
