@@ -82,34 +82,57 @@ def next_values(rollout: Rollout, values: Array, value_fn: Callable[[Array], Arr
                 time_limit: int) -> Array:
     """``[T, B]``: the value each step of ``rollout`` bootstraps from, given ``values
     [T, B]``, the values of ``obs[:-1]`` recorded when acting, and ``value_fn(obs [N, ...])
-    -> [N]``, the value function.
+    -> [N]``, the value function (of the observation alone: no memory).
 
     Where an episode goes on that is ``values[t + 1]`` (``value_fn`` of the last
-    observation for the last step). Envs that reset within the step (``final_obs`` kept)
-    need the value of the real final observation only where the episode was truncated
-    (terminated steps do not bootstrap): an episode is truncated only at its ``time_limit``
-    (steps >= 1), so an env truncates at most ``ceil(T / time_limit)`` times in ``T``
-    steps, and ``value_fn`` runs on that many final observations per env, not on all
-    ``T * B``. The entries of terminated steps are left as ``values[t + 1]``. With no
-    usable ``time_limit`` (< 1) or a bound of half the steps or more, ``value_fn`` takes
-    every final observation.
+    observation for the last step). With a separate reset step (envpool) ``obs[t + 1]`` is
+    the real final observation of an ended episode, so that holds everywhere. Envs that
+    reset within the step (``final_obs`` kept) need the value of the real final
+    observation where the episode was truncated: :func:`bootstrap_values` runs
+    ``value_fn`` on those only.
     """
-    last = value_fn(rollout.obs[-1])
-    following = jax.numpy.concatenate([values[1:], last[None]], axis=0)
     if rollout.final_obs is None:
-        return following
-    steps, envs = rollout.truncated.shape[:2]
-    final = rollout.final_obs.reshape((steps * envs,) + rollout.final_obs.shape[2:])
+        last = value_fn(rollout.obs[-1])
+        return jax.numpy.concatenate([values[1:], last[None]], axis=0)
+    final = flat_steps(rollout.final_obs)
+    return bootstrap_values(values, rollout.truncated,
+                            lambda index: value_fn(final if index is None else final[index]),
+                            time_limit)
+
+
+def flat_steps(x: Array) -> Array:
+    """``[T, B, ...]`` -> ``[T * B, ...]``: row ``t * B + b`` is step ``t`` of env ``b``."""
+    return x.reshape((x.shape[0] * x.shape[1],) + x.shape[2:])
+
+
+def bootstrap_values(values: Array, truncated: Array,
+                     value_at: Callable[[Array | None], Array], time_limit: int) -> Array:
+    """``[T, B]``: ``values[t + 1]`` (the values of ``obs[1:]`` recorded when acting),
+    except after the last step and at truncated steps, where ``value_at`` gives them.
+
+    ``value_at(index)``: the values after the steps ``index`` (flat, ``t * B + b``;
+    :func:`flat_steps`), or after every step for ``index=None``, ``-> [N]``: the value of
+    the observation step ``t`` ended in (for a truncated step its real final one), from
+    whatever state the step left (an agent with memory: its carry). Where an episode goes
+    on the next step's recorded value is that value; where it terminated no value is used
+    (the entry is left as ``values[t + 1]``). An episode is truncated only at its
+    ``time_limit`` (steps >= 1), so an env truncates at most ``ceil(T / time_limit)``
+    times in ``T`` steps and ``value_at`` runs on that many steps per env, gathered with a
+    static size and written back with a dropped scatter for the padding. With no usable
+    ``time_limit`` (< 1) or a bound of half the steps or more, ``value_at(None)`` gives
+    every entry.
+    """
+    steps, envs = truncated.shape[:2]
     bound = envs * -(-steps // time_limit) if time_limit >= 1 else steps * envs
     if 2 * bound >= steps * envs:
-        return value_fn(final).reshape(steps, envs)
+        return value_at(None).reshape(steps, envs)
+    last = value_at(jax.numpy.arange(envs) + (steps - 1) * envs)
+    following = jax.numpy.concatenate([values[1:], last[None]], axis=0).reshape(-1)
     # The truncated steps' flat indices, padded with an out-of-range one whose row is
     # computed from a clamped index and whose write is dropped.
-    (where,) = jax.numpy.nonzero(rollout.truncated.reshape(-1), size=bound,
-                                 fill_value=steps * envs)
-    truncated_values = value_fn(final[jax.numpy.minimum(where, steps * envs - 1)])
-    return following.reshape(-1).at[where].set(truncated_values, mode="drop").reshape(
-        steps, envs)
+    (where,) = jax.numpy.nonzero(truncated.reshape(-1), size=bound, fill_value=steps * envs)
+    truncated_values = value_at(jax.numpy.minimum(where, steps * envs - 1))
+    return following.at[where].set(truncated_values, mode="drop").reshape(steps, envs)
 
 
 def valid_mask(rollout: Rollout) -> Array | None:

@@ -93,7 +93,7 @@ def test_value_fn_runs_on_the_bound_only():
     assert seen == [8, 8]  # the last observations, then one truncation per env at most
     seen.clear()
     next_values(r, _value(r.obs[:-1]), value_fn, 0)
-    assert seen == [8, 16 * 8]  # no time limit known: every final observation
+    assert seen == [16 * 8]  # no time limit known: every final observation, once
 
 
 def test_vmapped_over_members_equals_each():

@@ -21,12 +21,14 @@ contract:
   never time: each holds whole ``[T]`` sequences of ``B / num_minibatches`` envs with their
   initial carries, and the loss unrolls the core over them with the parameters being
   learned (as PureJaxRL's PPO-RNN and purejaxql's PQN-RNN do).
-* **bootstrapping**: the value (or Q-values) after step ``t`` is that of the observation
-  step ``t`` ended in, processed from the carry step ``t`` left, without a reset: for envpool
-  (``Rollout.final_obs`` None) ``obs[t + 1]``, for envs that reset in the same step
-  ``final_obs[t]`` (:func:`rljax.types.next_obs`). The carry each step left is the next
-  step's recorded carry, and after the last step the state's ``hidden``, so no second
-  unroll is needed.
+* **bootstrapping**: the value (or greedy Q-value) after step ``t`` is that of the
+  observation step ``t`` ended in, processed from the carry step ``t`` left, without a
+  reset: for envpool (``Rollout.final_obs`` None) ``obs[t + 1]``, for envs that reset in
+  the same step ``final_obs[t]`` (:func:`rljax.types.next_obs`). Where the episode goes on
+  that is the value acting recorded at step ``t + 1``; the heads run (one core step from
+  the carry each step left: the next step's recorded carry, after the last step the
+  state's ``hidden``) only after the last step and on truncated steps
+  (:func:`next_values`).
 * **policy**: evaluation carries memory too. ``Agent.policy_init(batch_size)`` gives the
   initial carry and ``policy(params, obs, carry, new_episode) -> (action, carry)`` steps it
   (:class:`rljax.agents.base.StatefulPolicyFn`).
@@ -40,6 +42,7 @@ that reset in the same step, the new episode's first step starts from zeros.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
@@ -47,7 +50,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from rljax.networks.recurrent import RecurrentNetwork, reset_carry
-from rljax.types import Array, Params, Rollout
+from rljax.types import Array, Params, Rollout, bootstrap_values, flat_steps
 
 
 @struct.dataclass
@@ -98,13 +101,29 @@ def time_major(tree: Any) -> Any:
     return jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), tree)
 
 
-def bootstrap(config: Any, net: RecurrentNetwork, params: Params, batch: Rollout,
-               final_hidden: Any, obs_next: Array) -> tuple:
-    """The heads on the observation each step ended in, from the carry the step left."""
+def next_values(config: Any, net: RecurrentNetwork, params: Params, batch: Rollout,
+                final_hidden: Any, obs_next: Array, values: Array,
+                value_of: Callable[[tuple], Array], time_limit: int) -> Array:
+    """``[T, B]``: the value each step bootstraps from, that of the observation it ended in
+    (``obs_next``, as the network takes it) from the carry it left.
+
+    ``values``: the values acting recorded, ``[T, B]``; ``value_of(outputs) -> [N]``: the
+    value in the heads' outputs. Where an episode goes on, the next step started from the
+    carry this one left (no reset) on that observation, so its recorded value is the one;
+    the heads run only after the last step and on the truncated steps (at most ``ceil(T /
+    time_limit)`` per env, :func:`rljax.types.bootstrap_values`), in either env layout.
+    ``time_limit`` 0: on every step, and ``values`` is not read.
+    """
     after = carries_after(batch, final_hidden)
     if config.memory_reset_every_step:
         after = reset_carry(after, jnp.ones(batch.reward.shape, bool))
-    return net.step_from(params, after, obs_next)
+    after, obs_next = jax.tree.map(flat_steps, after), flat_steps(obs_next)
+
+    def value_at(index: Array | None) -> Array:
+        pick = (lambda x: x) if index is None else (lambda x: x[index])
+        return value_of(net.step_from(params, jax.tree.map(pick, after), pick(obs_next)))
+
+    return bootstrap_values(values, batch.truncated, value_at, time_limit)
 
 
 def memory_extras(state: RecurrentState, new_episode: Array) -> dict:

@@ -98,8 +98,10 @@ def samples(config: PPOConfig, spec: EnvSpec, net: RecurrentNetwork, state: Recu
     learner = state.learner
     prepare = functools.partial(heads.prepare, config, learner.obs_stats)
     extras = batch.extras
-    _, next_value = recurrent.bootstrap(config, net, learner.params["net"], batch,
-                                        split.local(state.hidden), prepare(next_obs(batch)))
+    next_value = recurrent.next_values(
+        config, net, learner.params["net"], batch, split.local(state.hidden),
+        prepare(next_obs(batch)), extras["value"], lambda outputs: outputs[1],
+        spec.max_episode_steps)
     scaler, reward = learner.reward_scaler, batch.reward
     if config.reward_scaling:
         scaler, reward = scale_rewards(config, scaler, batch, split)

@@ -26,10 +26,12 @@ from rljax.types import WHOLE, Array, Metrics, Params, PRNGKey, Rollout, Split, 
 
 
 class Parts(NamedTuple):
-    """PQN-RNN's network and optimizer, built once by :func:`make_recurrent_pqn`."""
+    """PQN-RNN's network and optimizer, built once by :func:`make_recurrent_pqn`, and the
+    env's time limit (:func:`targets`)."""
 
     net: RecurrentNetwork
     optimizer: optax.GradientTransformation
+    time_limit: int = 0
 
 
 def network(config: PQNConfig, spec: EnvSpec) -> RecurrentNetwork:
@@ -49,12 +51,14 @@ def init(config: PQNConfig, spec: EnvSpec, parts: Parts, key: PRNGKey) -> Recurr
 
 def act(config: PQNConfig, net: RecurrentNetwork, state: RecurrentState, obs: Array,
         key: PRNGKey, step: Array, new_episode: Array) -> tuple[Array, dict, RecurrentState]:
-    """Epsilon-greedy actions at ``epsilon(step)``; extras ``hidden`` and ``new_episode``."""
+    """Epsilon-greedy actions at ``epsilon(step)``; extras ``q_max`` (the greedy value,
+    which the update bootstraps from), ``hidden`` and ``new_episode``."""
     hidden, (q,) = net.apply(state.learner.params, state.hidden, obs,
                              resets(config, new_episode))
     action = exploration.epsilon_greedy(key, q, epsilon_schedule(config)(step))
     learner = state.learner.replace(update_step=jnp.asarray(step, jnp.int32))
-    return action, recurrent.memory_extras(state, new_episode), RecurrentState(learner, hidden)
+    extras = {"q_max": jnp.max(q, axis=-1), **recurrent.memory_extras(state, new_episode)}
+    return action, extras, RecurrentState(learner, hidden)
 
 
 def policy(config: PQNConfig, net: RecurrentNetwork, params: Params, obs: Array, carry: Any,
@@ -76,16 +80,23 @@ class QSequenceSamples(NamedTuple):
 
 
 def targets(config: PQNConfig, net: RecurrentNetwork, state: RecurrentState, batch: Rollout,
-            split: Split = WHOLE) -> Array:
-    """Q(lambda) targets ``[T, B]``, each step's next Q-values those of the observation it
-    ended in, from the carry it left (rewards scaled by ``reward_scale``)."""
-    (q_next,) = recurrent.bootstrap(config, net, state.learner.params, batch,
-                                    split.local(state.hidden), next_obs(batch))
+            split: Split = WHOLE, time_limit: int = 0) -> Array:
+    """Q(lambda) targets ``[T, B]``, each step's next greedy value that of the observation
+    it ended in, from the carry it left (rewards scaled by ``reward_scale``). With the
+    greedy values acting recorded (``extras["q_max"]``) the network runs only after the
+    last step and on truncated steps (:func:`rljax.agents.recurrent.next_values`);
+    without them, or with ``time_limit`` 0, after every step."""
+    recorded = batch.extras.get("q_max")
+    q_next = recurrent.next_values(
+        config, net, state.learner.params, batch, split.local(state.hidden),
+        next_obs(batch), jnp.zeros(batch.reward.shape) if recorded is None else recorded,
+        lambda outputs: jnp.max(outputs[0], axis=-1), 0 if recorded is None else time_limit)
     discount = config.gamma * (1.0 - batch.terminated.astype(jnp.float32))
     end = batch.terminated | batch.truncated
     fn = functools.partial(losses.q_lambda_returns, lambda_=config.q_lambda)
     return jax.vmap(fn, in_axes=1, out_axes=1)(
-        batch.reward.astype(jnp.float32) * config.reward_scale, discount, end, q_next)
+        batch.reward.astype(jnp.float32) * config.reward_scale, discount, end,
+        q_next[..., None])
 
 
 def sequence_loss(net: RecurrentNetwork, params: Params,
@@ -101,7 +112,7 @@ def update(config: PQNConfig, parts: Parts, split: Split, state: RecurrentState,
     """``num_epochs`` epochs over minibatches of whole env sequences towards Q(lambda)."""
     learner = state.learner
     extras = batch.extras
-    target = targets(config, parts.net, state, batch, split)
+    target = targets(config, parts.net, state, batch, split, parts.time_limit)
     data = QSequenceSamples(obs=batch.obs[:-1], reset=resets(config, extras["new_episode"]),
                             action=batch.action, target=target, valid=batch.valid,
                             hidden=recurrent.first(extras["hidden"]))
@@ -118,7 +129,7 @@ def update(config: PQNConfig, parts: Parts, split: Split, state: RecurrentState,
 def make_recurrent_pqn(config: PQNConfig, spec: EnvSpec, *,
                        parallel: Parallel = ONE_DEVICE) -> Agent:
     """PQN-RNN (``config.memory`` set); :func:`rljax.agents.pqn.make_pqn` builds it."""
-    built = Parts(network(config, spec), optimizer(config, parallel))
+    built = Parts(network(config, spec), optimizer(config, parallel), spec.max_episode_steps)
     return Agent(
         init=functools.partial(init, config, spec, built),
         act=functools.partial(act, config, built.net),

@@ -128,6 +128,52 @@ def test_update_replays_the_acting_carries_and_outputs_across_episode_ends(case)
     assert (m["hidden_norm"][1:][~new_episode[1:] & m["valid"][1:]] > 0).all()
 
 
+# (kind, task, config, time limit): episodes truncated every few steps, in envpool's
+# layout (a reset step after each end) and in gymnax's (reset within the step).
+BOOTSTRAP_CASES = {
+    "ppo-gru-envpool": ("ppo", "CartPole-v1", _ppo(), 3),
+    "ppo-lstm-gymnax": ("ppo", "gymnax:CartPole-v1", _ppo(memory="lstm"), 3),
+    "ppo-continuous-envpool": ("ppo", "Pendulum-v1",
+                               _ppo(normalize_obs=True, reward_scaling=True), 4),
+    "pqn-gru-envpool": ("pqn", "CartPole-v1", _pqn(), 3),
+    "pqn-gru-gymnax": ("pqn", "gymnax:CartPole-v1", _pqn(), 3),
+    "pqn-reset-every-step-gymnax": ("pqn", "gymnax:CartPole-v1",
+                                    _pqn(memory_reset_every_step=True), 3),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BOOTSTRAP_CASES))
+def test_bootstrap_from_recorded_values_equals_the_heads_after_every_step(case):
+    """The update bootstraps from the values acting recorded and runs the heads only after
+    the last step and on truncated steps; that gives the targets of the heads run from the
+    carry every step left, on the observation it ended in (time limit 0)."""
+    kind, task, config, limit = BOOTSTRAP_CASES[case]
+    env = envs.make(task, B, 3, max_episode_steps=limit)
+    assert 2 * B * -(-T // limit) < T * B  # the gathered path, not every step
+    agent = (ppo.make_ppo if kind == "ppo" else pqn.make_pqn)(config, env.spec)
+    unknown = dataclasses.replace(env.spec, max_episode_steps=0)
+
+    def targets(state, batch, spec):
+        if kind == "ppo":
+            net = recurrent_ppo.network(config, spec)
+            data, _ = recurrent_ppo.samples(config, spec, net, state, batch)
+            return jnp.stack([data.advantage, data.target])
+        return recurrent_pqn.targets(config, recurrent_pqn.network(config, spec), state,
+                                     batch, time_limit=spec.max_episode_steps)
+
+    def update(state, batch, key):
+        err = jnp.abs(targets(state, batch, env.spec) - targets(state, batch, unknown))
+        out = agent.update(state, batch, key)
+        return Update(out.state, {**out.metrics, "err": jnp.max(jnp.where(batch.valid, err, 0)),
+                                  "truncations": batch.truncated.sum()}, out.td_error)
+
+    trainer = on_policy.make_on_policy_trainer(agent._replace(update=update), env,
+                                               rollout_len=T, updates_per_chunk=8)
+    _, m = jax.device_get(trainer.chunk(trainer.init(jax.random.key(0))))
+    assert m["truncations"][1:].min() >= B  # several per rollout, at every position
+    assert np.max(m["err"]) < 1e-5, m["err"]
+
+
 @pytest.mark.parametrize("kind", ["ppo", "pqn", "ppo-lstm"])
 def test_act_resets_the_carry_where_new_episode_and_nowhere_else(kind):
     spec = envs.make("CartPole-v1", B, 0, **NOVEL).spec
