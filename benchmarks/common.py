@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -12,6 +13,7 @@ from collections.abc import Callable
 import jax
 
 from rljax.run.bench import make_random_rollout  # noqa: F401 (re-exported for the benchmarks)
+from rljax.run.build import build
 from rljax.run.logging import to_jsonable
 
 RESULTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
@@ -50,6 +52,31 @@ def interleaved(measure: dict[str, Callable[[], float]], rounds: int) -> dict[st
         for name, fn in measure.items():
             out[name].append(fn())
     return out
+
+
+def compiled_chunk(run, tracing: Callable[[], contextlib.AbstractContextManager] =
+                   contextlib.nullcontext) -> dict:
+    """A run's training chunk built, compiled with ``tracing()`` active while it is traced,
+    and called once to warm up: ``{"chunk", "state", "steps"}`` for :func:`chunk_seconds`."""
+    _, _, trainer, _ = build(run)
+    state = trainer.init(jax.random.key(0))
+    with tracing():
+        chunk = trainer.chunk.lower(state).compile()
+    state, _ = chunk(state)
+    return {"chunk": chunk, "state": jax.block_until_ready(state),
+            "steps": trainer.steps_per_chunk}
+
+
+def chunk_seconds(programs: dict[str, dict], rounds: int) -> dict[str, list[float]]:
+    """Seconds per call of each :func:`compiled_chunk`, ``rounds`` calls each, interleaved,
+    every program carrying its own state on."""
+    def call(program: dict) -> Callable[[], float]:
+        def step():
+            program["state"], _ = program["chunk"](program["state"])
+            return program["state"]
+        return lambda: timed(step)
+
+    return interleaved({name: call(p) for name, p in programs.items()}, rounds)
 
 
 def median(values: list[float]) -> float:

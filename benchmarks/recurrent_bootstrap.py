@@ -20,13 +20,9 @@ import contextlib
 import dataclasses
 import json
 import os
-import time
-from statistics import median
 
-import jax
-
+from benchmarks.common import chunk_seconds, compiled_chunk, median
 from rljax.agents import recurrent
-from rljax.run.build import build
 from rljax.run.presets import from_preset
 
 # name: (preset, env id or None for the preset's, chunk env steps)
@@ -60,28 +56,15 @@ def compare(case: str, rounds: int) -> dict:
                       total_steps=chunk_steps * 1000)
     if env_id is not None:
         run = dataclasses.replace(run, env_id=env_id)
-    programs = {}
-    for name, patch in (("recorded", contextlib.nullcontext), ("every_step",
-                                                                heads_after_every_step)):
-        _, _, trainer, _ = build(run)
-        state = trainer.init(jax.random.key(0))
-        with patch():
-            chunk = trainer.chunk.lower(state).compile()
-        state, _ = chunk(state)  # warm up
-        programs[name] = {"chunk": chunk, "state": jax.block_until_ready(state),
-                          "steps": trainer.steps_per_chunk, "seconds": []}
-    for _ in range(rounds):
-        for p in programs.values():
-            start = time.perf_counter()
-            p["state"], _ = p["chunk"](p["state"])
-            jax.block_until_ready(p["state"])
-            p["seconds"].append(time.perf_counter() - start)
-    recorded, every = programs["recorded"], programs["every_step"]
-    return {"preset": preset, "env_id": run.env_id, "chunk_env_steps": recorded["steps"],
-            "recorded_sps": recorded["steps"] / median(recorded["seconds"]),
-            "every_step_sps": every["steps"] / median(every["seconds"]),
-            "recorded_vs_every_step": median(e / r for r, e in zip(
-                recorded["seconds"], every["seconds"], strict=True)),
+    programs = {"recorded": compiled_chunk(run),
+                "every_step": compiled_chunk(run, heads_after_every_step)}
+    seconds = chunk_seconds(programs, rounds)
+    steps = programs["recorded"]["steps"]
+    recorded, every = seconds["recorded"], seconds["every_step"]
+    return {"preset": preset, "env_id": run.env_id, "chunk_env_steps": steps,
+            "recorded_sps": steps / median(recorded), "every_step_sps": steps / median(every),
+            "recorded_vs_every_step": median([e / r for r, e in zip(recorded, every,
+                                                                     strict=True)]),
             "rounds": rounds}
 
 

@@ -12,13 +12,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import time
-from statistics import median
 
-import jax
-
+from benchmarks.common import chunk_seconds, compiled_chunk, median
 from rljax import threefry
-from rljax.run.build import build
 from rljax.run.presets import from_preset
 
 PRESETS = ("gymnax-cartpole-ppo", "gymnax-cartpole-pqn", "minatar-breakout-ppo",
@@ -29,26 +25,14 @@ def compare(preset: str, rounds: int, chunk_steps: int = 16_384) -> dict:
     """``{"rolled": sps, "unrolled": sps, "unrolled_vs_rolled": median ratio}``."""
     run = dataclasses.replace(from_preset(preset, tensorboard=False), chunk_steps=chunk_steps,
                               total_steps=chunk_steps * 1000)
-    programs = {}
-    for name, unrolled in (("rolled", False), ("unrolled", True)):
-        _, _, trainer, _ = build(run)
-        state = trainer.init(jax.random.key(0))
-        with threefry.lowering(unrolled):
-            chunk = trainer.chunk.lower(state).compile()
-        state, _ = chunk(state)  # warm up
-        programs[name] = {"chunk": chunk, "state": jax.block_until_ready(state),
-                          "steps": trainer.steps_per_chunk, "seconds": []}
-    for _ in range(rounds):
-        for p in programs.values():
-            start = time.perf_counter()
-            p["state"], _ = p["chunk"](p["state"])
-            jax.block_until_ready(p["state"])
-            p["seconds"].append(time.perf_counter() - start)
-    rolled, unrolled = programs["rolled"], programs["unrolled"]
-    return {"rolled": rolled["steps"] / median(rolled["seconds"]),
-            "unrolled": unrolled["steps"] / median(unrolled["seconds"]),
-            "unrolled_vs_rolled": median(a / b for a, b in zip(
-                rolled["seconds"], unrolled["seconds"], strict=True))}
+    programs = {name: compiled_chunk(run, lambda unrolled=unrolled: threefry.lowering(unrolled))
+                for name, unrolled in (("rolled", False), ("unrolled", True))}
+    seconds = chunk_seconds(programs, rounds)
+    steps = programs["rolled"]["steps"]
+    rolled, unrolled = seconds["rolled"], seconds["unrolled"]
+    return {"rolled": steps / median(rolled), "unrolled": steps / median(unrolled),
+            "unrolled_vs_rolled": median([a / b for a, b in zip(rolled, unrolled,
+                                                                 strict=True)])}
 
 
 def main(argv=None) -> None:
