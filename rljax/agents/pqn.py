@@ -94,7 +94,9 @@ class PQNConfig:
         lr: learning rate.
         anneal_lr: anneal the learning rate linearly to 0 over ``total_updates``.
         total_updates: loop updates of the run (needed by ``anneal_lr``).
-        adam_eps: (R)Adam epsilon.
+        adam_eps: (R)Adam epsilon. The CartPole presets use 1e-3: at the default, once a
+            seed has converged its noise gradients still move every parameter by about
+            ``lr`` per step, and the greedy policy drifts (docs/results.md).
         max_grad_norm: clip each minibatch gradient to this global norm; None: off.
         hidden_sizes: MLP layer sizes (flat observations; frames get the Nature CNN).
         activation: hidden activation name of the MLP.

@@ -116,4 +116,4 @@ def test_cartpole_pqn_note_and_the_presets_table_give_the_same_figures():
     note = PRESETS["cartpole-pqn"].notes
     ranges = lambda text: set(re.findall(r"\d+-\d+k", text))
     assert ranges(row) and ranges(row) <= ranges(note), (row, note)
-    assert "14 of 16" in row and "14 of 16" in note
+    assert "16 of 16" in row and "16 of 16" in note
