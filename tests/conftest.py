@@ -70,7 +70,19 @@ LONGEST_FIRST = ("parallel/test_multihost.py", "parallel/test_devices.py",
                  "parallel/test_sweep.py", "run/test_resume.py")
 
 
+# The tests whose outcome depends on the backend's numerics and compiled code (losses,
+# networks, buffers, loops, random bits, the JAX-native envs): marked ``backend``, so an
+# accelerator's first check is ``pytest -m backend`` (benchmarks/gpu_campaign.py runs it).
+BACKEND_DEPENDENT = ("losses/", "networks/", "buffers/", "loops/", "envs/test_native.py",
+                     "test_threefry.py", "test_lockstep.py", "test_normalization.py",
+                     "test_minibatches.py", "test_next_values.py", "test_targets.py",
+                     "test_exploration.py")
+
+
 def pytest_collection_modifyitems(session, config, items):
+    for item in items:
+        if item.path.relative_to(pathlib.Path(_HERE)).as_posix().startswith(BACKEND_DEPENDENT):
+            item.add_marker(pytest.mark.backend)
     slow_files = {item.path for item in items if item.get_closest_marker("slow")}
 
     def rank(item):
