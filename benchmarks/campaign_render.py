@@ -34,6 +34,8 @@ def _machine(m: dict) -> list[str]:
 
 
 def _tests(t: dict) -> list[str]:
+    if "tests" not in t:
+        return [f"`{t.get('command')}`: {t.get('summary')} after {t.get('wall_s')} s"]
     line = (f"`{t.get('command')}`: {t.get('passed', '?')} passed, {t.get('failures', '?')} "
             f"failed, {t.get('errors', '?')} errors, {t.get('skipped', '?')} skipped in "
             f"{t.get('wall_s')} s")

@@ -328,10 +328,22 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     ctx = Context(args.out, args.smoke, args.deadline)
     try:
-        FUNCTIONS[args.stage](ctx)
+        result = FUNCTIONS[args.stage](ctx)
     except KeyboardInterrupt:  # the campaign's SIGINT at the stage's cap: keep what is saved
         return 130
-    return 0
+    return PARTIAL if _cut(result) else 0
+
+
+# The exit code of a stage that returned in time but had to leave part of its work undone.
+PARTIAL = 3
+
+
+def _cut(result) -> bool:
+    """Whether anything in ``result`` was skipped at the stage's deadline or timed out."""
+    if isinstance(result, dict):
+        return (result.get("skipped") == "stage deadline" or result.get("summary") == "timed out"
+                or any(_cut(v) for v in result.values()))
+    return False
 
 
 if __name__ == "__main__":
