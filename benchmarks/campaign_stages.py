@@ -29,13 +29,17 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def die_with_parent(signum: int = signal.SIGKILL):
     """A ``preexec_fn`` that has Linux send ``signum`` to the child when its parent dies (a
     campaign killed with SIGKILL leaves no stage or training run behind); elsewhere a no-op."""
+    parent = os.getpid()
+
     def set_signal():
         try:
             import ctypes
 
             ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signum)  # PR_SET_PDEATHSIG
         except (OSError, AttributeError):
-            pass
+            return
+        if os.getppid() != parent:  # the parent died before the signal was set
+            os.kill(os.getpid(), signum)
     return set_signal
 
 
@@ -128,7 +132,7 @@ def tests(ctx: Context) -> dict:
     began = time.monotonic()
     try:
         done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True,
-                              timeout=max(1.0, ctx.left() - 5))
+                              timeout=max(1.0, ctx.left() - 5), preexec_fn=die_with_parent())
         tail, code = done.stdout.strip().splitlines()[-1:], done.returncode
     except subprocess.TimeoutExpired:
         tail, code = ["timed out"], None

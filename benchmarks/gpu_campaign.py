@@ -137,41 +137,48 @@ def _stop(signum, frame):
 def run_campaign(args) -> int:
     os.makedirs(os.path.join(args.out, "stages"), exist_ok=True)
     chosen = [s for s in STAGES if not args.stages or s.name in args.stages]
-    start = time.monotonic()
     campaign = {"budget_s": args.budget_s, "smoke": args.smoke,
                 "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "finished": None,
                 "stages": {s.name: {"status": "pending", "what": s.what} for s in chosen}}
     save(args.out, campaign)
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
-    for stage in chosen:
-        left = args.budget_s - (time.monotonic() - start)
-        cap = min(stage.smoke_cap_s if args.smoke else stage.cap_s, left - GRACE_S)
-        record = campaign["stages"][stage.name]
-        if cap < stage.min_s:
-            record["status"] = (f"skipped for time: needs {stage.min_s:.0f} s, "
-                                f"{max(left, 0.0):.0f} s of the budget left")
-            save(args.out, campaign)
-            continue
-        began = time.monotonic()
-        record.update(status="running", cap_s=round(cap, 1))
+    start, began, current = time.monotonic(), time.monotonic(), None
+    try:
+        for stage in chosen:
+            current, began = stage, time.monotonic()
+            _run_stage(stage, args, campaign, args.budget_s - (began - start))
+    except _Stopped as stop:
+        campaign["stages"][current.name].update(
+            status="interrupted", wall_s=round(time.monotonic() - began, 1),
+            result=_read_stage(args.out, current.name))
         save(args.out, campaign)
-        try:
-            status, code = _run_child(stage, args, cap)
-        except _Stopped as stop:
-            record.update(status="interrupted", wall_s=round(time.monotonic() - began, 1),
-                          result=_read_stage(args.out, stage.name))
-            save(args.out, campaign)
-            return 130 if stop.signum == signal.SIGINT else 143
-        record.update(status=status, exit_code=code, wall_s=round(time.monotonic() - began, 1),
-                      result=_read_stage(args.out, stage.name))
-        if status == "failed":
-            record["log_tail"] = _log_tail(args.out, stage.name)
-        save(args.out, campaign)
+        return 130 if stop.signum == signal.SIGINT else 143
     campaign["finished"] = time.strftime("%Y-%m-%d %H:%M:%S %Z")
     campaign["wall_s"] = round(time.monotonic() - start, 1)
     save(args.out, campaign)
     return 0
+
+
+def _run_stage(stage: Stage, args, campaign: dict, left: float) -> None:
+    """Runs one stage within ``left`` seconds of budget (or skips it) and saves the
+    campaign with its record."""
+    cap = min(stage.smoke_cap_s if args.smoke else stage.cap_s, left - GRACE_S)
+    record = campaign["stages"][stage.name]
+    if cap < stage.min_s:
+        record["status"] = (f"skipped for time: needs {stage.min_s:.0f} s, "
+                            f"{max(left, 0.0):.0f} s of the budget left")
+        save(args.out, campaign)
+        return
+    began = time.monotonic()
+    record.update(status="running", cap_s=round(cap, 1))
+    save(args.out, campaign)
+    status, code = _run_child(stage, args, cap)
+    record.update(status=status, exit_code=code, wall_s=round(time.monotonic() - began, 1),
+                  result=_read_stage(args.out, stage.name))
+    if status == "failed":
+        record["log_tail"] = _log_tail(args.out, stage.name)
+    save(args.out, campaign)
 
 
 def main(argv=None) -> int:

@@ -74,7 +74,9 @@ def test_a_kill_mid_stage_keeps_the_finished_stages(tmp_path, signum, code):
     while time.monotonic() < deadline:
         if (tmp_path / "campaign.json").exists():
             stages = _read(tmp_path)["stages"]
-            if stages["tests"]["status"] == "running":
+            started = subprocess.run(["pgrep", "-f", f"junitxml={tmp_path}/tests.xml"],
+                                     capture_output=True, text=True).stdout.strip()
+            if stages["tests"]["status"] == "running" and started:
                 break
         time.sleep(0.2)
     else:
@@ -87,11 +89,19 @@ def test_a_kill_mid_stage_keeps_the_finished_stages(tmp_path, signum, code):
     assert stages["machine"]["status"] == "done"
     assert stages["machine"]["result"]["backend"] == "cpu"
     assert stages["tests"]["status"] == ("interrupted" if signum == signal.SIGTERM else "running")
-    # the stage's child went with the campaign (SIGKILL included: PR_SET_PDEATHSIG)
-    time.sleep(1.0)
-    ps = subprocess.run(["pgrep", "-f", f"campaign_stages tests --out {tmp_path}"],
-                        capture_output=True, text=True)
-    assert ps.stdout.strip() == ""
+    # the stage's child and its pytest went with the campaign (SIGKILL included:
+    # PR_SET_PDEATHSIG)
+    for _ in range(100):
+        left = [subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout
+                for pattern in (f"campaign_stages tests --out {tmp_path}",
+                                f"junitxml={tmp_path}/tests.xml")]
+        if not any(x.strip() for x in left):
+            break
+        time.sleep(0.2)
+    else:
+        ps = subprocess.run(["ps", "-eo", "pid,ppid,stat,args"], capture_output=True, text=True)
+        pytest.fail(f"processes left behind: "
+                    f"{[line for line in ps.stdout.splitlines() if str(tmp_path) in line]}")
 
 
 def test_render_replaces_only_the_campaign_block(tmp_path):
