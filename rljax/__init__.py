@@ -23,6 +23,7 @@ _LAZY = {
     "train": ("rljax.run.api", "train"),
     "load": ("rljax.run.api", "load"),
     "evaluate": ("rljax.run.api", "evaluate"),
+    "report": ("rljax.run.report", "report"),
     "Run": ("rljax.run.api", "Run"),
     "RunConfig": ("rljax.run.config", "RunConfig"),
     "PRESETS": ("rljax.run.presets", "PRESETS"),

@@ -1,4 +1,4 @@
-"""Command line: ``rljax train | eval | presets | plot``.
+"""Command line: ``rljax train | eval | presets | plot | report``.
 
 Mistakes in what the user typed (unknown preset, field or value, bad task id)
 print one line ``rljax: error: ...`` and exit with status 2.
@@ -99,6 +99,7 @@ def _add_other_commands(sub) -> None:
     plot.add_argument("--key", default="return_mean_100", help="metric to plot")
     plot.add_argument("--title", help="plot title")
 
+    cli_extras.add_report_parser(sub)
     sub.add_parser("presets", help="list presets with their env, agent and key hyperparameters")
     envs_cmd = sub.add_parser("envs", help="list the task ids of each env backend")
     envs_cmd.add_argument("--all", action="store_true",
@@ -307,6 +308,8 @@ def _dispatch(args: argparse.Namespace) -> int:
             return _cmd_envs(args)
         if args.command == "plot":
             return _cmd_plot(args)
+        if args.command == "report":
+            return cli_extras.report_command(args)
         if args.command == "eval":
             return _cmd_eval(args)
         return _cmd_train(args)

@@ -112,3 +112,52 @@ def write_failure(error: OSError, run_dir: str | None) -> str:
             f"rljax train --resume {shlex.quote(run_dir)})" if step is not None else
             "no checkpoint had been saved")
     return f"could not write {what}: {why}; {kept}"
+
+
+def add_report_parser(sub) -> None:
+    """``rljax report``'s options."""
+    rep = sub.add_parser("report", help="scores over seeds and tasks: mean, median and IQM "
+                                        "with stratified bootstrap intervals")
+    rep.add_argument("run_dirs", nargs="+", metavar="RUN_DIR",
+                     help="run directories, many-seed run directories or folders of runs")
+    rep.add_argument("--out", help="write the Markdown report here, and its plots beside it "
+                                   "(NAME-curves.png, NAME-profiles.png)")
+    rep.add_argument("--json", dest="json_out", metavar="PATH",
+                     help="write the report as JSON here")
+    rep.add_argument("--metric", default="return_mean_100",
+                     help="metrics.jsonl key whose last value is a run's score (default "
+                          "return_mean_100, the mean return of the last 100 episodes)")
+    rep.add_argument("--normalize", action="store_true",
+                     help="normalise per task (0: random policy, 1: reference score; "
+                          "rljax's table, rljax/run/reference_scores.py) and aggregate "
+                          "across each configuration's tasks")
+    rep.add_argument("--scores", metavar="SCORES.json",
+                     help='with --normalize: {task: {"random": R, "reference": S}} to use '
+                          "instead of rljax's table")
+    rep.add_argument("--compare", nargs=2, metavar=("A", "B"),
+                     help="probability that configuration A scores above B (labels as the "
+                          "report prints them, or run directories)")
+    rep.add_argument("--reps", default="2000", help="bootstrap resamples (default 2000)")
+    rep.add_argument("--seed", default="0", help="seed of the resampling (default 0)")
+
+
+def report_command(args: argparse.Namespace) -> int:
+    from rljax.run.report import report
+    from rljax.run.settings import coerce
+
+    reps, seed = coerce("reps", int, args.reps), coerce("seed", int, args.seed)
+    if args.scores is not None and not args.normalize:
+        raise ValueError("--scores needs --normalize")
+    if args.out is not None and not args.out.lower().endswith(".md"):
+        raise ValueError(f"--out must name a .md file, got {args.out!r}")
+    result = report(args.run_dirs, metric=args.metric,
+                    normalize=(args.scores or True) if args.normalize else None,
+                    compare=tuple(args.compare) if args.compare else None, reps=reps,
+                    seed=seed, out=args.out, json_out=args.json_out)
+    for note in result["notes"]:
+        print(f"rljax: {note}", file=sys.stderr)
+    print(result["markdown"], end="")
+    for path in [args.out, *result.get("plots", []), args.json_out]:
+        if path is not None:
+            print(f"rljax: wrote {path}", file=sys.stderr)
+    return 0
