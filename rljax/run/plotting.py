@@ -197,6 +197,17 @@ def plot_runs(run_dirs: list[str], out: str, key: str = CURVE_KEY,
     ax.set_title(title or ", ".join(groups))
     ax.grid(alpha=0.3)
     ax.legend(loc="best", fontsize=8)
+    return save_figure(fig, out)
+
+
+def save_figure(fig, out: str) -> str:
+    """Writes and closes a matplotlib figure; returns ``out``.
+
+    Raises:
+        ValueError: ``out`` cannot be written (naming it and why).
+    """
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
     try:
         os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)

@@ -4,11 +4,10 @@ per configuration (matplotlib, no display needed)."""
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
 from rljax import stats
+from rljax.run.plotting import save_figure
 
 POINTS = 30  # env-step points of a sample-efficiency curve
 
@@ -34,19 +33,6 @@ def curve_matrix(config, key: str, table: dict | None) -> tuple[np.ndarray, np.n
                         for s, v in task] for task in curves])  # [T, R, P]
     values = np.transpose(values, (2, 1, 0))
     return grid, _normalise(values, [g.task for g in config.groups], table)
-
-
-def _save(fig, path: str) -> str:
-    import matplotlib.pyplot as plt
-
-    try:
-        fig.tight_layout()
-        fig.savefig(path)
-    except OSError as e:
-        raise ValueError(f"cannot write {path}: {e.strerror or e}") from None
-    finally:
-        plt.close(fig)
-    return path
 
 
 def _axes():
@@ -76,7 +62,7 @@ def draw_curves(configs: list, key: str, table: dict | None, reps: int, seed: in
     ax.set_title(f"Sample efficiency: IQM with {stats.DEFAULT_LEVEL:.0%} bootstrap CI")
     ax.grid(alpha=0.3)
     ax.legend(loc="best", fontsize=8)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def draw_profiles(configs: list, key: str, table: dict | None, reps: int, seed: int,
@@ -100,12 +86,11 @@ def draw_profiles(configs: list, key: str, table: dict | None, reps: int, seed: 
     ax.set_title("Performance profile")
     ax.grid(alpha=0.3)
     ax.legend(loc="best", fontsize=8)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def draw(configs: list, key: str, table: dict | None, reps: int, seed: int,
          curves_path: str, profiles_path: str) -> list[str]:
     """Both plots; returns their paths."""
-    os.makedirs(os.path.dirname(os.path.abspath(curves_path)), exist_ok=True)
     return [draw_curves(configs, key, table, reps, seed, curves_path),
             draw_profiles(configs, key, table, reps, seed, profiles_path)]

@@ -172,3 +172,33 @@ def test_unknown_task_for_normalize_and_bad_compare(tmp_path, capsys):
     assert "no random and reference scores for gymnax:Pendulum-v1" in capsys.readouterr().err
     _bad(tmp_path, run, "--compare", "x", "y")
     assert "names no configuration" in capsys.readouterr().err
+
+
+def test_shipped_random_scores_are_the_measured_ones():
+    from rljax.run.reference_scores import _MEASURED, SCORES
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    with open(os.path.join(root, "benchmarks", "results", "random_scores.json")) as f:
+        measured = json.load(f)
+    checked = 0
+    for task, scores in SCORES.items():
+        if scores.random_source.startswith(_MEASURED):
+            record = measured[task if task in measured else f"gymnax:{task}"]
+            assert scores.random == pytest.approx(record["return_mean"], abs=0.005), task
+            checked += 1
+    assert checked >= 8
+
+
+def test_results_table_rows_come_from_the_records(tmp_path, monkeypatch):
+    from benchmarks import results_table
+
+    many_seed_run(str(tmp_path / "table" / "x"))
+    monkeypatch.setattr(results_table, "RESULTS", str(tmp_path))
+    row = results_table.Row("CartPole PPO", "gymnax:CartPole-v1", "table/x", "rljax train x")
+    cells = results_table.row_cells(row)
+    want = build([str(tmp_path / "table" / "x")])[0]["tasks"][0]["iqm"]
+    assert cells[2] == "8 x 100,000"
+    assert cells[3] == f"**{want[0]:.1f}** [{want[1]:.1f}, {want[2]:.1f}]"
+    assert cells[5] == "22.09" and cells[-2] == "60 s"
+    missing = results_table.row_cells(row._replace(records="table/none"))
+    assert missing[3] == "not run here" and missing[-1] == "`rljax train x`"
