@@ -73,7 +73,8 @@ def draw_profiles(configs: list, key: str, table: dict | None, reps: int, seed: 
     matrices = [score_matrix(c, key, table) for c in configs]
     low = min(m.min() for m in matrices)
     high = max(m.max() for m in matrices)
-    taus = np.linspace(low, high, 101) if high > low else np.array([low])
+    pad = 0.05 * ((high - low) or max(abs(high), 1.0))  # each line starts at 1, ends at 0
+    taus = np.linspace(low - pad, high + pad, 101)
     fig, ax = _axes()
     for config, scores in zip(configs, matrices, strict=True):
         est = stats.interval(scores, lambda s: stats.profile(s, taus), reps=reps, seed=seed)
@@ -83,6 +84,7 @@ def draw_profiles(configs: list, key: str, table: dict | None, reps: int, seed: 
     what = "normalised score" if table is not None else f"final {key}"
     ax.set_xlabel(f"{what} (tau)")
     ax.set_ylabel("share of runs with score > tau")
+    ax.set_ylim(-0.02, 1.02)
     ax.set_title("Performance profile")
     ax.grid(alpha=0.3)
     ax.legend(loc="best", fontsize=8)
