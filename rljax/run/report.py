@@ -24,6 +24,7 @@ from rljax import stats
 from rljax.run.logging import read_json, read_jsonl, write_json
 from rljax.run.plotting import _differences, expand_seeds, group_runs
 from rljax.run.reference_scores import SCORES
+from rljax.run.report_markdown import markdown
 
 METRIC = "return_mean_100"
 EVAL = "eval_return_mean"
@@ -257,8 +258,7 @@ def score_matrix(config: Configuration, key: str,
     return stats.normalize(scores, random, reference)
 
 
-AGGREGATE_MEASURES = {"iqm": stats.iqm, "mean": stats.mean, "median": stats.median,
-                      "optimality_gap": stats.optimality_gap}
+AGGREGATE_MEASURES = stats.AGGREGATES  # iqm, mean, median (of task means), optimality gap
 
 
 def compare(configs: list[Configuration], a: str, b: str, key: str, reps: int,
@@ -329,43 +329,6 @@ def build(paths: list[str], key: str = METRIC, normalize: bool | str | dict | No
     if compare_pair is not None:
         report["compare"] = compare(configs, *compare_pair, key, reps, seed)
     return report, configs, table
-
-
-def _ci(est: list[float], digits: int = 1) -> str:
-    point, low, high = est
-    if math.isnan(low):
-        return f"{point:.{digits}f} (1 seed, no CI)"
-    return f"{point:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
-
-
-def markdown(report: dict) -> str:
-    """The report as Markdown tables (printed as it is)."""
-    level = f"{report['level']:.0%}"
-    lines = [f"Final {report['metric']} per run: mean, median and IQM over seeds with "
-             f"{level} stratified bootstrap intervals ({report['reps']} resamples).", "",
-             "| configuration | task | seeds | mean | median | IQM | greedy IQM | env steps "
-             "| wall |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for row in report["tasks"]:
-        greedy = _ci(row["eval"]["iqm"]) if "eval" in row else ""
-        wall = f"{row['wall_time_s']:,.0f} s" if row["wall_time_s"] is not None else ""
-        lines.append(f"| {row['label']} | {row['task']} | {row['seeds']} | "
-                     f"{_ci(row['mean'])} | {_ci(row['median'])} | {_ci(row['iqm'])} | "
-                     f"{greedy} | {row['env_steps']:,} | {wall} |")
-    if "normalized" in report:
-        lines += ["", "Normalised scores (0: random policy, 1: reference), aggregated "
-                  "across each configuration's tasks:", "",
-                  "| configuration | tasks | seeds | IQM | mean | median | optimality gap |",
-                  "| --- | --- | --- | --- | --- | --- | --- |"]
-        for row in report["normalized"]:
-            lines.append(f"| {row['label']} | {', '.join(row['tasks'])} | {row['seeds']} | "
-                         + " | ".join(_ci(row[m], 3) for m in AGGREGATE_MEASURES) + " |")
-        lines += ["", "Scores used: " + "; ".join(
-            f"{t} random {r:g}, reference {s:g}" for t, (r, s) in report["scores"].items())]
-    if "compare" in report:
-        c = report["compare"]
-        lines += ["", f"P({c['a']} > {c['b']}) on {', '.join(c['tasks'])}: "
-                  f"{_ci(c['probability_of_improvement'], 3)}"]
-    return "\n".join(lines) + "\n"
 
 
 def report(run_dirs: list[str] | str, *, metric: str = METRIC,
