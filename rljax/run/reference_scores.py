@@ -27,7 +27,6 @@ _BLINES = "gymnax-blines PPO checkpoint at 10M env steps (RobertTLange/gymnax-bl
 
 # Random scores of CartPole and Acrobot: the gymnax measurement (the same dynamics and time
 # limit as the Gymnasium task envpool runs).
-FREEWAY = 0.0  # TEMP
 SCORES: dict[str, TaskScores] = {
     "gymnax:CartPole-v1": TaskScores(22.09, _MEASURED, 500.0, _CARTPOLE_MAX),
     "CartPole-v1": TaskScores(22.09, _MEASURED + " on gymnax:CartPole-v1", 500.0,
@@ -38,7 +37,7 @@ SCORES: dict[str, TaskScores] = {
                              "Gymnasium's reward threshold for Acrobot-v1"),
     "gymnax:Breakout-MinAtar": TaskScores(0.42, _MEASURED, 28.0, _BLINES),
     "gymnax:Asterix-MinAtar": TaskScores(0.51, _MEASURED, 15.0, _BLINES),
-    "gymnax:Freeway-MinAtar": TaskScores(FREEWAY, _MEASURED, 58.0, _BLINES),
+    "gymnax:Freeway-MinAtar": TaskScores(0.26, _MEASURED, 58.0, _BLINES),
     "gymnax:SpaceInvaders-MinAtar": TaskScores(4.12, _MEASURED, 131.0, _BLINES),
     "Breakout-v5": TaskScores(1.7, "Mnih et al. 2015 (Nature), random agent", 430.1,
                               "CleanRL PPO envpool-XLA, 10M env steps (Huang et al. 2022)"),
