@@ -53,32 +53,29 @@ def _minatar(game: str, preset: str, figure: str = "") -> list[Row]:
         flag = f" --env {env}" if preset == "breakout" and game != "Breakout" else ""
         rows.append(Row(f"MinAtar {game} {algo.upper()}, 10M", env, f"table/{name}-{game.lower()}",
                         f"rljax train {name}{flag} --seeds 8",
-                        f"PPO {figure} ({BLINES})" if figure and algo == "ppo" else ""))
+                        f"{figure} ({BLINES})" if figure and algo == "ppo" else ""))
     return rows
 
 
+def _twins(family: str, task: str, envpool: tuple[str, str], gymnax: tuple[str, str],
+           budget: int) -> list[Row]:
+    """A family's envpool row and its gymnax twin; each side is ``(records name, what
+    follows rljax train)``, 8 seeds evaluated greedily at the end of ``budget``."""
+    return [Row(family, t, f"table/{name}", f"rljax train {args} --seeds 8 --eval-every {budget}")
+            for t, (name, args) in ((task, envpool), (f"gymnax:{task}", gymnax))]
+
+
 ROWS: list[Row] = [
-    Row("CartPole PPO", "CartPole-v1", "table/cartpole-ppo",
-        "rljax train cartpole-ppo --seeds 8 --eval-every 500000"),
-    Row("CartPole PPO", "gymnax:CartPole-v1", "table/gymnax-cartpole-ppo",
-        "rljax train gymnax-cartpole-ppo --seeds 8 --eval-every 500000"),
-    Row("CartPole PQN", "CartPole-v1", "table/cartpole-pqn",
-        "rljax train cartpole-pqn --seeds 8 --eval-every 500000"),
-    Row("CartPole PQN", "gymnax:CartPole-v1", "table/gymnax-cartpole-pqn",
-        "rljax train gymnax-cartpole-pqn --seeds 8 --eval-every 500000"),
-    Row("CartPole DQN", "CartPole-v1", "table/cartpole-dqn",
-        "rljax train cartpole-dqn --seeds 8 --eval-every 300000"),
-    Row("CartPole DQN", "gymnax:CartPole-v1", "table/gymnax-cartpole-dqn",
-        "rljax train cartpole-dqn --env gymnax:CartPole-v1 --seeds 8 --eval-every 300000"),
-    Row("CartPole A2C", "CartPole-v1", "table/cartpole-a2c",
-        "rljax train cartpole-a2c --seeds 8 --eval-every 500000"),
-    Row("CartPole A2C", "gymnax:CartPole-v1", "table/gymnax-cartpole-a2c",
-        "rljax train cartpole-a2c --env gymnax:CartPole-v1 --seeds 8 --eval-every 500000"),
-    Row("Acrobot PPO", "gymnax:Acrobot-v1", "table/gymnax-acrobot-ppo",
-        "rljax train gymnax-cartpole-ppo --env gymnax:Acrobot-v1 --seeds 8 "
-        "--eval-every 500000"),
-    Row("Acrobot PPO", "Acrobot-v1", "table/acrobot-ppo",
-        "rljax train cartpole-ppo --env Acrobot-v1 --seeds 8 --eval-every 500000"),
+    *_twins("CartPole PPO", "CartPole-v1", ("cartpole-ppo", "cartpole-ppo"),
+            ("gymnax-cartpole-ppo", "gymnax-cartpole-ppo"), 500_000),
+    *_twins("CartPole PQN", "CartPole-v1", ("cartpole-pqn", "cartpole-pqn"),
+            ("gymnax-cartpole-pqn", "gymnax-cartpole-pqn"), 500_000),
+    *_twins("CartPole DQN", "CartPole-v1", ("cartpole-dqn", "cartpole-dqn"),
+            ("gymnax-cartpole-dqn", "cartpole-dqn --env gymnax:CartPole-v1"), 300_000),
+    *_twins("CartPole A2C", "CartPole-v1", ("cartpole-a2c", "cartpole-a2c"),
+            ("gymnax-cartpole-a2c", "cartpole-a2c --env gymnax:CartPole-v1"), 500_000),
+    *_twins("Acrobot PPO", "Acrobot-v1", ("acrobot-ppo", "cartpole-ppo --env Acrobot-v1"),
+            ("gymnax-acrobot-ppo", "gymnax-cartpole-ppo --env gymnax:Acrobot-v1"), 500_000),
     Row("MinAtar Breakout PPO, 10M", "gymnax:Breakout-MinAtar", "native/minatar-breakout-ppo",
         "rljax train minatar-breakout-ppo --seeds 8", f"28 ({BLINES})"),
     Row("MinAtar Breakout PQN, 10M", "gymnax:Breakout-MinAtar", "native/minatar-breakout-pqn",
