@@ -119,7 +119,15 @@ def make_groups(runs: list[Run]) -> tuple[list[Group], list[str]]:
     grouped, notes = group_runs([r.path for r in runs])
     groups = [Group(label, str(by_path[dirs[0]].config.get("env_id")),
                     [by_path[d] for d in dirs]) for label, dirs in grouped]
-    return groups, notes
+    # The task column tells groups apart that differ only in their task: plain names.
+    plain = [_name(g.runs[0].config) or g.label for g in groups]
+    pairs = list(zip(plain, (g.task for g in groups), strict=True))
+    return [g._replace(label=name) if pairs.count((name, g.task)) == 1 else g
+            for g, name in zip(groups, plain, strict=True)], notes
+
+
+def _name(config: dict) -> str | None:
+    return config.get("label") or config.get("preset")
 
 
 def _configuration(group: Group) -> dict:
@@ -222,7 +230,7 @@ def configurations(groups: list[Group]) -> list[Configuration]:
     for found in keys.values():
         tasks = [g.task for g in found]  # the same settings twice on a task: keep apart
         members += [found] if len(set(tasks)) == len(tasks) else [[g] for g in found]
-    names = [" / ".join(dict.fromkeys(str(g.runs[0].config.get("preset") or g.label)
+    names = [" / ".join(dict.fromkeys(str(_name(g.runs[0].config) or g.label)
                                       for g in found)) for found in members]
     labels = list(names)
     for i, j in itertools.combinations(range(len(names)), 2):
