@@ -20,6 +20,7 @@ import jax
 import numpy as np
 
 from rljax import validate
+from rljax.run import best as best_checkpoint
 from rljax.run import checkpoint, preflight, resuming, startup
 from rljax.run.build import build
 from rljax.run.config import OPTIONS, RunConfig, override
@@ -162,10 +163,12 @@ if train.__doc__:  # the keywords as RunConfig declares them (no docstrings unde
                                           ", ".join(f"``{o.keyword}``" for o in OPTIONS))
 
 
-def load(run_dir: str, from_checkpoint: int | None = None) -> Run:
+def load(run_dir: str, from_checkpoint: int | None = None, best: bool = False) -> Run:
     """Loads a run directory (config and the checkpoint of env step ``from_checkpoint``,
     default the newest) as a :class:`Run`. A corrupted checkpoint is refused naming the
-    intact earlier one, which ``from_checkpoint`` then loads.
+    intact earlier one, which ``from_checkpoint`` then loads. ``best=True`` loads the
+    checkpoint of the run's best greedy evaluation instead (kept by runs with
+    ``eval_every``; see :mod:`rljax.run.best`).
 
     Raises:
         ValueError: not a run directory, or its checkpoint is missing or unusable.
@@ -180,10 +183,16 @@ def load(run_dir: str, from_checkpoint: int | None = None) -> Run:
         raise ValueError(f"{path} is not an rljax run config ({type(e).__name__}: "
                          f"{e})") from None
     step = from_checkpoint
-    checkpoint.check_compatible(checkpoint.read_manifest(run_dir, step), run.to_dict())
+    if best and step is not None:
+        raise ValueError("load takes best=True or from_checkpoint, not both")
+    where = best_checkpoint.restore_args(run_dir, best)
+    checkpoint.check_compatible(checkpoint.read_manifest(run_dir, step, **where),
+                                run.to_dict())
     startup.enable_compile_cache()
     env, agent, trainer, _ = build(run)
-    state = resuming.restore(run_dir, lambda: trainer.init(jax.random.key(run.seed)), step)
+    fresh = lambda: trainer.init(jax.random.key(run.seed))
+    state = (checkpoint.restore(run_dir, fresh(), **where) if best
+             else resuming.restore(run_dir, fresh, step))
     metrics_path = os.path.join(run_dir, "metrics.jsonl")
     metrics = read_jsonl(metrics_path) if os.path.isfile(metrics_path) else []
     summary_path = os.path.join(run_dir, "summary.json")

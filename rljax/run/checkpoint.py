@@ -101,8 +101,8 @@ def _named_leaves(tree: Any) -> tuple[dict[str, Any], Any]:
     return named, treedef
 
 
-def _folder(run_dir: str) -> str:
-    return os.path.join(run_dir, CHECKPOINT_DIR)
+def _folder(run_dir: str, name: str = CHECKPOINT_DIR) -> str:
+    return os.path.join(run_dir, name)
 
 
 def _is_legacy(run_dir: str) -> bool:
@@ -124,19 +124,22 @@ def _reason(error: BaseException) -> str:
     return text[0][:300] if text else type(error).__name__
 
 
-def save(run_dir: str, state, manifest: dict, keep: int | None = None) -> str:
+def save(run_dir: str, state, manifest: dict, keep: int | None = None, *,
+         folder: str = CHECKPOINT_DIR) -> str:
     """Writes a checkpoint of ``state`` into ``run_dir``; returns its folder.
 
     In a multi-process run every process calls this with the same ``run_dir``, and each
     writes the shards of its own devices. A checkpoint of the same env step is replaced.
     ``keep``: how many of the newest checkpoints to keep (None: RunConfig's default).
+    ``folder``: the folder of ``run_dir`` to save into (the best checkpoint has its own,
+    :mod:`rljax.run.best`).
 
     Raises:
         SaveError: the checkpoint could not be written (one line saying why); nothing of
             it is left behind, and the earlier checkpoints are kept.
     """
     keep = RunConfig.keep_checkpoints if keep is None else keep
-    store, folder = _store(), _folder(run_dir)
+    name, store, folder = folder, _store(), _folder(run_dir, folder)
     named, _ = _named_leaves(_payload(state))
     named = {k: v if isinstance(v, jax.Array) else jnp.asarray(v) for k, v in named.items()}
     env_steps = int(np.ravel(multihost.fetch(state.env_steps))[0])
@@ -152,7 +155,8 @@ def save(run_dir: str, state, manifest: dict, keep: int | None = None) -> str:
                 if previous else "no earlier checkpoint is kept")
         raise SaveError(f"could not save the checkpoint at env step {env_steps:,} in "
                         f"{folder}: {_reason(e)}; {kept}") from None
-    if multihost.is_writer() and _is_legacy(run_dir) and len(store.steps(folder)) >= keep:
+    if (name == CHECKPOINT_DIR and multihost.is_writer() and _is_legacy(run_dir)
+            and len(store.steps(folder)) >= keep):
         for name in _LEGACY:
             with contextlib.suppress(FileNotFoundError):
                 os.remove(os.path.join(folder, name))
@@ -165,13 +169,14 @@ def latest_step(run_dir: str) -> int | None:
     return steps[-1] if steps else None
 
 
-def read_manifest(run_dir: str, step: int | None = None) -> dict:
-    """The manifest of checkpoint ``step`` in ``run_dir`` (default: the newest).
+def read_manifest(run_dir: str, step: int | None = None, *,
+                  folder: str = CHECKPOINT_DIR) -> dict:
+    """The manifest of checkpoint ``step`` in ``run_dir``'s ``folder`` (default: the newest).
 
     Raises:
         CheckpointError: there is no (such) checkpoint, or its manifest cannot be read.
     """
-    folder = _folder(run_dir)
+    name, folder = folder, _folder(run_dir, folder)
     try:
         steps = _store().steps(folder)
     except Exception as e:  # noqa: BLE001
@@ -181,7 +186,7 @@ def read_manifest(run_dir: str, step: int | None = None) -> dict:
                               + (", ".join(f"{s}" for s in steps) or "none"))
     step = step if step is not None else (steps[-1] if steps else None)
     if step is None:
-        if _is_legacy(run_dir):
+        if name == CHECKPOINT_DIR and _is_legacy(run_dir):
             return _read_legacy_manifest(run_dir)
         raise CheckpointError(f"no checkpoint in {run_dir!r} (expected {folder}/STEP/)")
     try:
@@ -270,8 +275,10 @@ def _read_targets(path: str, target: dict, saved: dict, trees: set[str]) -> dict
     return out
 
 
-def restore(run_dir: str, template, step: int | None = None):
-    """Loads checkpoint ``step`` (default: the newest) into the structure of ``template``
+def restore(run_dir: str, template, step: int | None = None, *,
+            folder: str = CHECKPOINT_DIR):
+    """Loads checkpoint ``step`` (default: the newest) of ``run_dir``'s ``folder`` (default
+    ``checkpoint/``) into the structure of ``template``
     (a fresh LoopState whose envs were just reset) and returns the restored LoopState, laid
     out as the template (sharded over devices or not).
 
@@ -282,10 +289,10 @@ def restore(run_dir: str, template, step: int | None = None):
         CheckpointError: no checkpoint, or a corrupted, truncated (:class:`Corrupted`)
             or foreign one.
     """
-    manifest = read_manifest(run_dir, step)
+    manifest = read_manifest(run_dir, step, folder=folder)
     if "sha256" in manifest:  # the format before orbax
         return _place(_restore_legacy(run_dir, template, manifest), template)
-    store, folder, step = _store(), _folder(run_dir), manifest["env_steps"]
+    store, folder, step = _store(), _folder(run_dir, folder), manifest["env_steps"]
     path = store.step_dir(folder, step)
     target = _payload(template)
     named, treedef = _named_leaves(target)

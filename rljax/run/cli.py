@@ -91,6 +91,9 @@ def _add_other_commands(sub) -> None:
     ev.add_argument("--seed", help="seed of the evaluation envs")
     ev.add_argument("--from-checkpoint", metavar="STEP", type=int,
                     help="evaluate the checkpoint of this env step instead of the newest")
+    ev.add_argument("--best", action="store_true",
+                    help="evaluate the checkpoint of the run's best evaluation (kept by "
+                         "runs trained with --eval-every)")
 
     plot = sub.add_parser("plot", help="plot return against env steps for run directories")
     plot.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
@@ -267,7 +270,9 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     validate.integer("episodes", episodes, low=1)
     validate.integer("seed", seed, low=0, high=validate.INT32_LIMIT - 1, optional=True)
     _compile_cache(args)
-    run = load(args.run_dir, args.from_checkpoint)
+    if args.best and args.from_checkpoint is not None:
+        raise ValueError("--best and --from-checkpoint choose a checkpoint each; give one")
+    run = load(args.run_dir, args.from_checkpoint, best=args.best)
     result = evaluate(run, episodes=episodes, seed=seed)
     print(json.dumps({"run_dir": args.run_dir, "env_id": run.config.env_id,
                       "env_steps": int(np.ravel(run.state.env_steps)[0]), **result},

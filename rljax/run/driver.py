@@ -25,7 +25,7 @@ from rljax.envs import native
 from rljax.envs.stats import last_episodes
 from rljax.loops.state import LoopState, Trainer
 from rljax.parallel import multihost
-from rljax.run import checkpoint, resuming, rundir, startup, stopping
+from rljax.run import best, checkpoint, resuming, rundir, startup, stopping
 from rljax.run.build import build, make_env
 from rljax.run.config import RunConfig
 from rljax.run.logging import JsonlWriter, Progress, Sinks, TensorBoardSink, WandbSink
@@ -141,6 +141,8 @@ class _Host:
         self.saved_at = self.first_steps or None  # env step of the last checkpoint
         self.next_eval = self._eval_after(self.first_steps) if self.evaluate else 0
         self.final_evals: list[dict] | None = None
+        # The best evaluation saved in the run directory; a better one awaiting its save.
+        self.best, self.new_best = best.read(run_dir) if self.evaluate else None, None
         # A resumed run runs the chunks its budget still needs (its chunk may be of
         # another size than the checkpointed run's when the budget changed).
         budget = num_chunks * trainer.steps_per_chunk
@@ -228,6 +230,9 @@ class _Host:
             r["eval_return_mean"] = ev["return_mean"]
             r["eval_episodes"] = ev["episodes"]
         self.next_eval = self._eval_after(env_steps)
+        candidate = best.record(env_steps, self.final_evals)
+        if best.better(candidate, self.new_best or self.best):
+            self.new_best = candidate
 
     def close(self) -> None:
         self.display.close()
@@ -373,6 +378,10 @@ def _train(run: RunConfig, run_dir: str, host: _Host, chunk: Any, state: LoopSta
                 with stop.saving():
                     checkpoint.save(run_dir, state, manifest, keep=run.keep_checkpoints)
                 host.saved_at = env_steps
+            if host.new_best is not None:
+                with stop.saving():
+                    best.save(run_dir, state, manifest, host.new_best)
+                host.best, host.new_best = host.new_best, None
             if stop.received and not last:
                 interrupted = True
                 raise TrainingInterrupted(run_dir, env_steps)
@@ -390,6 +399,8 @@ def _train(run: RunConfig, run_dir: str, host: _Host, chunk: Any, state: LoopSta
                                      interrupted, host.first_steps, host.final_evals)
         summary["startup_s"] = (None if host.first_row_at is None
                                 else host.first_row_at - host.started)
+        if host.best is not None:
+            summary["best"] = host.best
         if writer:
             try:
                 rundir.write_summaries(run_dir, run, summary)
