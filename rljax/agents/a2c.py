@@ -45,6 +45,11 @@ class A2CConfig:
         gamma: discount.
         gae_lambda: use GAE(lambda) when set; bootstrapped n-step returns when None.
         normalize_advantages: standardize advantages over each batch.
+        advantage_std_floor: with ``normalize_advantages``, divide by the batch's std or
+            this floor, whichever is larger (reward units), so that advantages that have
+            shrunk to noise (a converged policy whose episodes all run to the time limit)
+            are not scaled up to full-size policy updates that sharpen the policy to a
+            deterministic one; 0 divides by the std however small.
         entropy_coef: weight of the entropy bonus.
         value_coef: weight of the value loss (shared torso only; with separate
             networks the critic has its own optimizer).
@@ -61,6 +66,7 @@ class A2CConfig:
     gamma: float = 0.99
     gae_lambda: float | None = None
     normalize_advantages: bool = True
+    advantage_std_floor: float = 0.0
     entropy_coef: float = 0.005
     value_coef: float = 0.5
     actor_lr: float = 5e-4
@@ -77,6 +83,7 @@ class A2CConfig:
         validate.number("gamma", self.gamma, low=0.0, high=1.0)
         validate.number("gae_lambda", self.gae_lambda, low=0.0, high=1.0, optional=True)
         validate.number("entropy_coef", self.entropy_coef, low=0.0, high=1e3)
+        validate.number("advantage_std_floor", self.advantage_std_floor, low=0.0, high=1e12)
         validate.number("value_coef", self.value_coef, low=0.0, high=1e3)
         validate.number("max_grad_norm", self.max_grad_norm, low=1e-12, high=1e12, optional=True)
         validate.sizes("actor_hidden", self.actor_hidden)
@@ -200,7 +207,7 @@ def loss(config: A2CConfig, parts: Parts, params: Params,
     v_tm1 = values[0] if isinstance(values, tuple) else values[:-1]
     mask = batch.valid
     if config.normalize_advantages:
-        adv = losses.normalize(adv, mask)
+        adv = losses.normalize(adv, mask, min_std=config.advantage_std_floor)
     mean = functools.partial(losses.masked_mean, mask=mask)
     pg = mean(losses.policy_gradient_loss(logits, batch.action, adv))
     entropy = -mean(losses.entropy_loss(logits))

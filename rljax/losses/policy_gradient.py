@@ -46,8 +46,9 @@ def masked_mean(x: Array, mask: Array | None) -> Array:
     return jnp.sum(x * mask) / jnp.maximum(jnp.sum(mask), 1.0)
 
 
-def normalize(x: Array, mask: Array, eps: float = 1e-8) -> Array:
-    """Standardizes ``x`` with the mean and std of its masked entries."""
+def normalize(x: Array, mask: Array, eps: float = 1e-8, min_std: float = 0.0) -> Array:
+    """Standardizes ``x`` with the mean and std of its masked entries; a std below
+    ``min_std`` divides by ``min_std`` instead (``x`` is centred but not scaled up)."""
     mean = masked_mean(x, mask)
     var = masked_mean(jnp.square(x - mean), mask)
-    return (x - mean) / (jnp.sqrt(var) + eps)
+    return (x - mean) / (jnp.maximum(jnp.sqrt(var), min_std) + eps)

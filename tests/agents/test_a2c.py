@@ -95,8 +95,10 @@ def test_loss_ignores_reset_steps(cartpole_spec):
     np.testing.assert_allclose(loss0, loss1, rtol=1e-6)
 
 
-def test_normalized_advantage_policy_loss_matches_numpy(cartpole_spec):
-    cfg = a2c.A2CConfig(entropy_coef=0.0)
+# A floor of 100 is above these advantages' spread: they are centred, not scaled up.
+@pytest.mark.parametrize("floor", [0.0, 100.0])
+def test_normalized_advantage_policy_loss_matches_numpy(cartpole_spec, floor):
+    cfg = a2c.A2CConfig(entropy_coef=0.0, advantage_std_floor=floor)
     agent = a2c.make_a2c(cfg, cartpole_spec)
     state = agent.init(jax.random.key(3))
     batch = _rollout(4)
@@ -107,7 +109,8 @@ def test_normalized_advantage_policy_loss_matches_numpy(cartpole_spec):
     adv, ret = _ref_targets(batch, values, cfg.gamma, None)
     mask = np.asarray(batch.valid)
     a = adv[mask]
-    a = (a - a.mean()) / (a.std() + 1e-8)
+    assert floor == 0.0 or a.std() < floor
+    a = (a - a.mean()) / (max(a.std(), floor) + 1e-8)
     logp = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
     chosen = np.take_along_axis(logp, np.asarray(batch.action)[..., None], -1)[..., 0][mask]
     np.testing.assert_allclose(m["policy_loss"], -(chosen * a).mean(), rtol=1e-4, atol=1e-6)
@@ -124,6 +127,8 @@ def test_config_errors_name_field_and_value():
         a2c.A2CConfig(activation="rleu")
     with pytest.raises(ValueError, match="actor_hidden"):
         a2c.A2CConfig(actor_hidden=(64, -1))
+    with pytest.raises(ValueError, match=r"advantage_std_floor must be a number in \[0.0, "):
+        a2c.A2CConfig(advantage_std_floor=-1.0)
 
 
 def test_continuous_actions_refused():

@@ -21,3 +21,13 @@ def test_masked_mean_and_normalize_match_numpy():
     z = np.asarray(losses.normalize(jnp.asarray(x), jnp.asarray(mask)))
     np.testing.assert_allclose(z[mask], (x[mask] - x[mask].mean()) / x[mask].std(), rtol=1e-5)
     assert float(losses.masked_mean(jnp.ones(3), jnp.zeros(3, bool))) == 0.0
+
+
+def test_normalize_with_a_std_floor_matches_numpy():
+    x, mask = _batch(seed=1)
+    for scale, floor in ((0.05, 1.0), (5.0, 1.0), (0.05, 0.0)):
+        y = scale * x
+        z = np.asarray(losses.normalize(jnp.asarray(y), jnp.asarray(mask), min_std=floor))
+        centred = y[mask] - y[mask].mean()
+        # Spread below the floor is centred, not scaled up; above it, standardized.
+        np.testing.assert_allclose(z[mask], centred / max(y[mask].std(), floor), rtol=1e-5)

@@ -1,0 +1,144 @@
+"""Long-run stability: do presets stay solved when trained well past their budgets?
+
+    python -m benchmarks.stability [--presets P ...] [--seeds 8] [--factor 5]
+    python -m benchmarks.stability --analyze RUN_DIR [RUN_DIR ...]
+
+Each preset trains ``--seeds`` seeds in one program (``rljax train PRESET --seeds N``) for
+``--factor`` times its step budget, with ``stop_on_solve`` off. From each seed's metrics
+rows (the 100-episode mean return, one row per ``chunk_steps``) it reads:
+
+* solved at: ``solved_at_step`` of the summary (exact), and the first row at or above
+  the preset's threshold (None: never), from which the next column counts;
+* min after: the lowest 100-episode mean from that row on;
+* final: the last row's 100-episode mean;
+* stays: whether min after is still at or above the threshold.
+
+and writes one table per preset into ``benchmarks/results/stability.json`` (keyed by
+preset, seeds and factor; earlier entries are kept) and prints it. ``--analyze`` reads run
+directories made before (by this script or by the same ``rljax train`` command) instead
+of training. The run directories go under ``--logdir`` (default a temporary folder).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+
+from benchmarks.common import RESULTS_DIR, machine
+
+# The CartPole and Reacher presets, envpool and gymnax, memory presets included.
+PRESETS = ("cartpole-a2c", "cartpole-dqn", "cartpole-rainbow", "cartpole-ppo", "cartpole-pqn",
+           "gymnax-cartpole-ppo", "gymnax-cartpole-pqn", "reacher-ddpg", "reacher-td3",
+           "reacher-sac", "reacher-ppo", "cartpole-novel-ppo-rnn", "cartpole-novel-pqn-rnn")
+RESULTS = os.path.join(RESULTS_DIR, "stability.json")
+
+
+def _rows(path: str) -> list[dict]:
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def seed_table(rows: list[dict], threshold: float) -> dict:
+    """solved at / min after / final / stays of one seed's metrics rows."""
+    curve = [(r["env_steps"], r["return_mean_100"]) for r in rows
+             if r.get("return_mean_100") is not None]
+    solved = next((i for i, (_, ret) in enumerate(curve) if ret >= threshold), None)
+    after = None if solved is None else min(ret for _, ret in curve[solved:])
+    return {"solved_at": None if solved is None else curve[solved][0],
+            "min_after": after, "final": curve[-1][1] if curve else None,
+            "env_steps": curve[-1][0] if curve else None,
+            "stays": after is not None and after >= threshold}
+
+
+def analyze(run_dir: str) -> dict:
+    """The stability table of a run directory (one seed, or each member of several)."""
+    with open(os.path.join(run_dir, "config.json")) as f:
+        config = json.load(f)
+    members = sorted(d for d in os.listdir(run_dir) if d.startswith("seed_"))
+    paths = ([os.path.join(run_dir, d, "metrics.jsonl") for d in members] if members
+             else [os.path.join(run_dir, "metrics.jsonl")])
+    summary_path = os.path.join(run_dir, "summary.json")
+    summary = {}
+    if os.path.isfile(summary_path):
+        with open(summary_path) as f:
+            summary = json.load(f)
+    exact = {s["seed"]: s.get("solved_at_step") for s in summary.get("seeds", [summary])
+             if "seed" in s}
+    seeds = {}
+    for path in paths:
+        name = os.path.basename(os.path.dirname(path))
+        seed = int(name[len("seed_"):]) if name.startswith("seed_") else config["seed"]
+        seeds[seed] = seed_table(_rows(path), config["threshold"])
+        # summary.json's solved_at_step is exact; the rows' is the first row past it.
+        seeds[seed]["solved_at_exact"] = exact.get(seed)
+    return {"preset": config.get("preset"), "threshold": config["threshold"],
+            "total_steps": config["total_steps"], "run_dir": run_dir, "seeds": seeds,
+            "solved": sum(s["solved_at"] is not None for s in seeds.values()),
+            "stay_solved": sum(s["stays"] for s in seeds.values()), "count": len(seeds)}
+
+
+def train(preset: str, seeds: int, factor: float, logdir: str) -> str:
+    import rljax
+    from rljax.run.presets import from_preset
+
+    budget = from_preset(preset).total_steps
+    run = rljax.train(preset, num_seeds=seeds, total_steps=int(budget * factor),
+                      stop_on_solve=False, logdir=logdir, tensorboard=False, progress=True)
+    return run.run_dir
+
+
+def render(table: dict) -> str:
+    fmt = lambda x: "-" if x is None else f"{x:,.0f}" if abs(x) >= 100 else f"{x:.2f}"
+    lines = [f"{table['preset']} to {table['total_steps']:,} env steps: "
+             f"{table['stay_solved']} of {table['count']} seeds stay >= {table['threshold']} "
+             f"after solving ({table['solved']} solved)",
+             "| seed | solved at | min after solving | final |", "| --- | --- | --- | --- |"]
+    for seed, s in table["seeds"].items():
+        lines.append(f"| {seed} | {fmt(s.get('solved_at_exact') or s['solved_at'])} | "
+                     f"{fmt(s['min_after'])} | "
+                     f"{fmt(s['final'])} |")
+    return "\n".join(lines)
+
+
+def record(table: dict, label: str) -> None:
+    data = {}
+    if os.path.isfile(RESULTS):
+        with open(RESULTS) as f:
+            data = json.load(f)
+    key = f"{table['preset']} seeds={table['count']} steps={table['total_steps']}"
+    key += f" {label}" if label else ""
+    data[key] = dict(table, run_dir=os.path.basename(table["run_dir"]), machine=machine())
+    os.makedirs(RESULTS_DIR, exist_ok=True)
+    with open(RESULTS, "w") as f:
+        json.dump(data, f, indent=1, sort_keys=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--presets", nargs="+", default=list(PRESETS), choices=PRESETS)
+    parser.add_argument("--seeds", type=int, default=8)
+    parser.add_argument("--factor", type=float, default=5.0)
+    parser.add_argument("--logdir", default=None)
+    parser.add_argument("--analyze", nargs="+", metavar="RUN_DIR",
+                        help="tabulate these run directories instead of training")
+    parser.add_argument("--label", default="", help="a word added to the results key "
+                                                   "(say, before / after a change)")
+    args = parser.parse_args(argv)
+    if args.seeds < 1 or args.factor <= 0:
+        parser.error("--seeds must be >= 1 and --factor > 0")
+    run_dirs = args.analyze or []
+    if not run_dirs:
+        logdir = args.logdir or tempfile.mkdtemp(prefix="rljax-stability-")
+        run_dirs = [train(p, args.seeds, args.factor, logdir) for p in args.presets]
+    for run_dir in run_dirs:
+        table = analyze(run_dir)
+        record(table, args.label)
+        print(render(table), file=sys.stdout)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
