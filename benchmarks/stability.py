@@ -92,7 +92,8 @@ def train(preset: str, seeds: int, factor: float, logdir: str) -> str:
 
 def render(table: dict) -> str:
     fmt = lambda x: "-" if x is None else f"{x:,.0f}" if abs(x) >= 100 else f"{x:.2f}"
-    lines = [f"{table['preset']} to {table['total_steps']:,} env steps: "
+    reached = max((s["env_steps"] or 0) for s in table["seeds"].values())
+    lines = [f"{table['preset']}, {reached:,} of {table['total_steps']:,} env steps: "
              f"{table['stay_solved']} of {table['count']} seeds stay >= {table['threshold']} "
              f"after solving ({table['solved']} solved)",
              "| seed | solved at | min after solving | final |", "| --- | --- | --- | --- |"]

@@ -60,6 +60,18 @@ class A2CConfig:
         activation: hidden activation name.
         shared_torso: one torso with policy and value heads.
         max_grad_norm: clip each network's gradient to this global norm; None: off.
+        update_rms_clip: clip each network's Adam update (before the learning rate) to
+            this root-mean-square, Adafactor's update clipping (Shazeer and Stern 2018):
+            after a long stretch of tiny gradients (a converged policy) Adam's second
+            moment has decayed, and the first large gradients (a failed episode) would
+            otherwise move every parameter by up to ~30 learning rates per update;
+            None: off.
+        logit_penalty: weight of the mean squared centred logit (each state's logits
+            minus their mean) in the actor's loss. A softmax that saturates has no
+            gradient (``p (1 - p)`` vanishes, and ``1 - p`` is 0 in float32 past a logit
+            gap of ~17), so a policy sharpened to a deterministic one that then turns
+            wrong never learns back; this penalty's gradient grows with the logits and
+            holds them where the policy gradient still acts. 0: off.
     """
 
     loop: OnPolicyLoop = OnPolicyLoop(num_envs=16, rollout_len=5)
@@ -76,6 +88,8 @@ class A2CConfig:
     activation: str = "relu"
     shared_torso: bool = False
     max_grad_norm: float | None = None
+    update_rms_clip: float | None = None
+    logit_penalty: float = 0.0
 
     def __post_init__(self):
         for name in ("actor_lr", "critic_lr"):
@@ -86,6 +100,9 @@ class A2CConfig:
         validate.number("advantage_std_floor", self.advantage_std_floor, low=0.0, high=1e12)
         validate.number("value_coef", self.value_coef, low=0.0, high=1e3)
         validate.number("max_grad_norm", self.max_grad_norm, low=1e-12, high=1e12, optional=True)
+        validate.number("update_rms_clip", self.update_rms_clip, low=1e-12, high=1e12,
+                        optional=True)
+        validate.number("logit_penalty", self.logit_penalty, low=0.0, high=1e3)
         validate.sizes("actor_hidden", self.actor_hidden)
         validate.sizes("critic_hidden", self.critic_hidden)
         validate.choice("activation", self.activation, tuple(nets.ACTIVATIONS))
@@ -127,9 +144,13 @@ def parts(config: A2CConfig, spec: EnvSpec, parallel: Parallel = ONE_DEVICE) -> 
 def _optimizer(config: A2CConfig) -> optax.GradientTransformation:
     def adam(lr):
         clip = [optax.clip_by_global_norm(config.max_grad_norm)] if config.max_grad_norm else []
+        step = optax.adam(lr) if config.update_rms_clip is None else optax.chain(
+            optax.scale_by_adam(), optax.clip_by_block_rms(config.update_rms_clip),
+            optax.scale_by_learning_rate(lr))
         # One flat vector per network: a handful of kernels instead of several per
-        # parameter array, which is most of an update's cost on XLA:CPU.
-        return flattened(optax.chain(*clip, optax.adam(lr)))
+        # parameter array, which is most of an update's cost on XLA:CPU (and the block
+        # whose update RMS update_rms_clip bounds is the whole network).
+        return flattened(optax.chain(*clip, step))
 
     if config.shared_torso:
         return adam(config.actor_lr)
@@ -199,7 +220,7 @@ def loss(config: A2CConfig, parts: Parts, params: Params,
         if final is not None:
             values = (values[:-1], parts.actor.apply(params, final)[1])
     else:  # the actor never needs the last observation
-        logits = parts.actor.apply(params["actor"], batch.obs[:-1])
+        logits = _logits(parts, params, batch.obs[:-1])
         critic = functools.partial(parts.critic.apply, params["critic"])
         values = critic(batch.obs) if final is None else (critic(batch.obs[:-1]),
                                                             critic(final))
@@ -216,6 +237,11 @@ def loss(config: A2CConfig, parts: Parts, params: Params,
     total = pg - config.entropy_coef * entropy + value_weight * vloss
     metrics = {"loss": total, "policy_loss": pg, "value_loss": vloss, "entropy": entropy,
                "value_mean": mean(v_tm1)}
+    if config.logit_penalty:
+        centred = logits - jnp.mean(logits, axis=-1, keepdims=True)
+        squared = mean(jnp.mean(jnp.square(centred), axis=-1))
+        total = total + config.logit_penalty * squared
+        metrics.update(loss=total, logit_sq=squared)
     return total, metrics
 
 

@@ -118,6 +118,21 @@ def test_normalized_advantage_policy_loss_matches_numpy(cartpole_spec, floor):
                                rtol=1e-4)
 
 
+def test_logit_penalty_adds_the_mean_squared_centred_logit(cartpole_spec):
+    cfg = a2c.A2CConfig(logit_penalty=0.5)
+    plain = a2c.A2CConfig()
+    state = a2c.make_a2c(cfg, cartpole_spec).init(jax.random.key(5))
+    batch = _rollout(6)
+    with_penalty, m = a2c.loss(cfg, a2c.parts(cfg, cartpole_spec), state.params, batch)
+    without, _ = a2c.loss(plain, a2c.parts(plain, cartpole_spec), state.params, batch)
+    net = a2c.parts(cfg, cartpole_spec)
+    logits = np.asarray(net.actor.apply(state.params["actor"], batch.obs[:-1]), np.float64)
+    centred = logits - logits.mean(-1, keepdims=True)
+    squared = (centred ** 2).mean(-1)[np.asarray(batch.valid)].mean()
+    np.testing.assert_allclose(m["logit_sq"], squared, rtol=1e-5)
+    np.testing.assert_allclose(with_penalty - without, 0.5 * squared, rtol=1e-4, atol=1e-6)
+
+
 def test_config_errors_name_field_and_value():
     with pytest.raises(ValueError, match="rollout_len must be an integer >= 1, got 0"):
         configure(a2c.A2CConfig, rollout_len=0)
@@ -129,6 +144,10 @@ def test_config_errors_name_field_and_value():
         a2c.A2CConfig(actor_hidden=(64, -1))
     with pytest.raises(ValueError, match=r"advantage_std_floor must be a number in \[0.0, "):
         a2c.A2CConfig(advantage_std_floor=-1.0)
+    with pytest.raises(ValueError, match=r"logit_penalty must be a number in \[0.0, "):
+        a2c.A2CConfig(logit_penalty=-1.0)
+    with pytest.raises(ValueError, match="update_rms_clip must be a number"):
+        a2c.A2CConfig(update_rms_clip=0.0)
 
 
 def test_continuous_actions_refused():
