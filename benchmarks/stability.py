@@ -22,6 +22,7 @@ of training. The run directories go under ``--logdir`` (default a temporary fold
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -85,8 +86,9 @@ def train(preset: str, seeds: int, factor: float, logdir: str) -> str:
     from rljax.run.presets import from_preset
 
     budget = from_preset(preset).total_steps
-    run = rljax.train(preset, num_seeds=seeds, total_steps=int(budget * factor),
-                      stop_on_solve=False, logdir=logdir, tensorboard=False, progress=True)
+    config = from_preset(preset, num_seeds=seeds, total_steps=int(budget * factor),
+                         logdir=logdir, tensorboard=False)
+    run = rljax.train(dataclasses.replace(config, stop_on_solve=False), progress=True)
     return run.run_dir
 
 

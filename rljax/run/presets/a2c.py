@@ -10,7 +10,7 @@ PRESETS: list[Preset] = [
     _preset(
         name="cartpole-a2c",
         env_id="CartPole-v1",
-        config=A2CConfig(gae_lambda=0.95, advantage_std_floor=1.0),
+        config=A2CConfig(gae_lambda=0.95),
         total_steps=500_000,
         threshold=475.0,
         key_params=("num_envs", "rollout_len", "gae_lambda", "actor_lr", "critic_lr",
