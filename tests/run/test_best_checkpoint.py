@@ -13,6 +13,8 @@ import rljax
 from rljax.loops import evaluation
 from rljax.run import best, checkpoint, cli
 
+pytestmark = pytest.mark.slow  # two short trainings (a run and its resume), tens of seconds
+
 # The scores the scripted evaluations report, in order: the best is the second (env step
 # 4,000 of 10,000), so with one regular checkpoint kept it is long pruned from checkpoint/.
 SCORES = [10.0, 50.0, 20.0, 30.0, 40.0, 45.0, 60.0]
