@@ -80,6 +80,30 @@ def save(run_dir: str, state, manifest: dict, best: dict) -> str:
     return checkpoint.save(run_dir, state, dict(manifest, best=best), keep=1, folder=BEST_DIR)
 
 
+class Keeper:
+    """What a training run keeps of its evaluations: the best one saved in its run directory
+    (``saved``), and a better one that awaits its checkpoint (saved after the metrics row,
+    as the regular checkpoints are). ``run_dir`` None: a run that does not evaluate."""
+
+    def __init__(self, run_dir: str | None):
+        self.saved, self.pending = read(run_dir), None
+
+    def offer(self, env_steps: int, evals: list[dict]) -> None:
+        candidate = record(env_steps, evals)
+        if better(candidate, self.pending or self.saved):
+            self.pending = candidate
+
+    def save(self, run_dir: str, state, manifest: dict, saving) -> None:
+        """Saves the pending best, if any, inside the ``saving()`` context."""
+        if self.pending is not None:
+            with saving():
+                save(run_dir, state, manifest, self.pending)
+            self.saved, self.pending = self.pending, None
+
+    def summary(self) -> dict:
+        return {} if self.saved is None else {"best": self.saved}
+
+
 def restore_args(run_dir: str, use_best: bool) -> dict:
     """The keyword arguments that make checkpoint reads use the best checkpoint.
 

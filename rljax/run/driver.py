@@ -76,10 +76,7 @@ def _finite(tree) -> jax.Array:
 
 
 def _nonfinite_metric(row: dict) -> str | None:
-    for name, value in row.items():
-        if isinstance(value, float) and math.isinf(value):
-            return name
-    return None
+    return next((k for k, v in row.items() if isinstance(v, float) and math.isinf(v)), None)
 
 
 def _nonfinite_message(run_dir: str | None, state, quantity: str, saved: int | None) -> str:
@@ -141,8 +138,7 @@ class _Host:
         self.saved_at = self.first_steps or None  # env step of the last checkpoint
         self.next_eval = self._eval_after(self.first_steps) if self.evaluate else 0
         self.final_evals: list[dict] | None = None
-        # The best evaluation saved in the run directory; a better one awaiting its save.
-        self.best, self.new_best = best.read(run_dir) if self.evaluate else None, None
+        self.best = best.Keeper(run_dir if self.evaluate else None)
         # A resumed run runs the chunks its budget still needs (its chunk may be of
         # another size than the checkpointed run's when the budget changed).
         budget = num_chunks * trainer.steps_per_chunk
@@ -230,9 +226,7 @@ class _Host:
             r["eval_return_mean"] = ev["return_mean"]
             r["eval_episodes"] = ev["episodes"]
         self.next_eval = self._eval_after(env_steps)
-        candidate = best.record(env_steps, self.final_evals)
-        if best.better(candidate, self.new_best or self.best):
-            self.new_best = candidate
+        self.best.offer(env_steps, self.final_evals)
 
     def close(self) -> None:
         self.display.close()
@@ -378,10 +372,7 @@ def _train(run: RunConfig, run_dir: str, host: _Host, chunk: Any, state: LoopSta
                 with stop.saving():
                     checkpoint.save(run_dir, state, manifest, keep=run.keep_checkpoints)
                 host.saved_at = env_steps
-            if host.new_best is not None:
-                with stop.saving():
-                    best.save(run_dir, state, manifest, host.new_best)
-                host.best, host.new_best = host.new_best, None
+            host.best.save(run_dir, state, manifest, stop.saving)
             if stop.received and not last:
                 interrupted = True
                 raise TrainingInterrupted(run_dir, env_steps)
@@ -399,8 +390,7 @@ def _train(run: RunConfig, run_dir: str, host: _Host, chunk: Any, state: LoopSta
                                      interrupted, host.first_steps, host.final_evals)
         summary["startup_s"] = (None if host.first_row_at is None
                                 else host.first_row_at - host.started)
-        if host.best is not None:
-            summary["best"] = host.best
+        summary.update(host.best.summary())
         if writer:
             try:
                 rundir.write_summaries(run_dir, run, summary)
