@@ -142,7 +142,7 @@ def train(preset_or_config: str | Preset | RunConfig | None = None, *, progress:
     if preset_or_config is None:
         if resume is None:
             raise ValueError("train needs a preset or RunConfig, or resume=RUN_DIR")
-        run = override(checkpoint.saved_run(resume, from_checkpoint), **overrides)
+        run = override(resuming.saved_run(resume, from_checkpoint), **overrides)
     elif isinstance(preset_or_config, RunConfig):
         if overrides:
             raise ValueError("overrides apply to presets; pass a complete RunConfig instead "
@@ -180,7 +180,9 @@ def load(run_dir: str, from_checkpoint: int | None = None) -> Run:
         raise ValueError(f"{path} is not an rljax run config ({type(e).__name__}: "
                          f"{e})") from None
     step = from_checkpoint
-    checkpoint.check_compatible(checkpoint.read_manifest(run_dir, step), run.to_dict())
+    with resuming.naming_intact(run_dir):
+        saved = checkpoint.read_manifest(run_dir, step)
+    checkpoint.check_compatible(saved, run.to_dict())
     startup.enable_compile_cache()
     env, agent, trainer, _ = build(run)
     state = resuming.restore(run_dir, lambda: trainer.init(jax.random.key(run.seed)), step)

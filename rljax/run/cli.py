@@ -161,7 +161,7 @@ def _agent_assignments(args: argparse.Namespace) -> dict[str, str]:
 def _run_config(args: argparse.Namespace):
     """The run the options describe: a preset with overrides, or (``--resume`` without a
     preset) the configuration the checkpoint was saved with, with the options' changes."""
-    from rljax.run import checkpoint
+    from rljax.run import resuming
     from rljax.run.config import OPTIONS, override
     from rljax.run.presets import from_preset
 
@@ -172,7 +172,7 @@ def _run_config(args: argparse.Namespace):
         return from_preset(args.preset, **changes)
     if args.resume is None:
         raise ValueError("give a preset (see `rljax presets`), or --resume RUN_DIR")
-    return override(checkpoint.saved_run(args.resume, args.from_checkpoint), **changes)
+    return override(resuming.saved_run(args.resume, args.from_checkpoint), **changes)
 
 
 def _given(args: argparse.Namespace, option) -> object:

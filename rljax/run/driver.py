@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import sys
 import time
 import warnings
 from typing import Any, NamedTuple
@@ -320,7 +319,7 @@ def _start_and_train(run: RunConfig, run_dir: str | None, resume_from: tuple, wr
         state = fresh() if resume is None else resuming.restore(resume, fresh, step)
         if resume is not None:
             if writer and step is not None:
-                _say_set_aside(run_dir, resuming.set_aside_newer(run_dir, step))
+                resuming.set_aside(run_dir, step)
             if writer:
                 # wall_time_s goes on from the last row kept, not from zero.
                 start -= rundir.drop_rows_after(
@@ -333,13 +332,6 @@ def _start_and_train(run: RunConfig, run_dir: str | None, resume_from: tuple, wr
     stop.phase = None
     state, summary = _train(run, shared_dir, host, chunk, state, phases.clock, writer, stop)
     return RunResult(run_dir if writer else None, state, summary, host.rows, agent, env.spec)
-
-
-def _say_set_aside(run_dir: str, steps: list[int]) -> None:
-    if steps:
-        print(f"rljax: resuming from an earlier checkpoint: moved the newer ones (env step "
-              f"{', '.join(f'{s:,}' for s in steps)}) to {run_dir}/{resuming.SUPERSEDED}",
-              file=sys.stderr)
 
 
 @contextlib.contextmanager
