@@ -28,7 +28,7 @@ import warnings
 from rljax import validate
 
 # What this module asked for and what the CPU client was built with (None: not built by it).
-_STATE: dict[str, int | None] = {"requested": 0, "built": None}
+_STATE: dict[str, int | None] = {"requested": 0, "built": None, "command_line": 0}
 
 
 def available_cpus() -> int:
@@ -45,13 +45,14 @@ def pool_size(n: int) -> int:
     return cpus if n <= 0 or n > cpus else n
 
 
-def set_cpu_threads(n: int) -> bool:
+def set_cpu_threads(n: int, *, command_line: bool = False) -> bool:
     """Asks for XLA's CPU thread pool to have ``n`` threads (0: one per CPU, JAX's default;
     more than the CPUs there are: one per CPU).
 
     Returns True when the pool will have (or has) that size; False, with a warning naming
     what to do, when JAX's backends were already started with another size or the system
-    cannot size it.
+    cannot size it. ``command_line``: the command line sizes the pool before it reads the
+    run's settings (so later warnings give the option's advice, not the API's).
 
     Raises:
         ValueError: ``n`` is not an integer >= 0.
@@ -64,13 +65,16 @@ def set_cpu_threads(n: int) -> bool:
         built = _STATE["built"] if _STATE["built"] is not None else available_cpus()
         if built == wanted:
             return True
+        advice = (f"give --cpu-threads {n} to start with it" if _STATE.get("command_line")
+                  else f"call rljax.set_cpu_threads({n}) before the process's first JAX "
+                  f"computation, or train from the command line (rljax train --cpu-threads "
+                  f"{n})")
         warnings.warn(f"cpu_threads={n} not applied: JAX's CPU backend already runs with "
-                      f"{built} thread(s), sized once per process when JAX starts; call "
-                      f"rljax.set_cpu_threads({n}) before the process's first JAX computation, "
-                      f"or train from the command line (rljax train --cpu-threads {n})",
-                      RuntimeWarning, stacklevel=2)
+                      f"{built} thread(s), sized once per process when JAX starts, so the run "
+                      f"goes on with {built}; {advice}", RuntimeWarning, stacklevel=2)
         return False
     _STATE["requested"] = n
+    _STATE["command_line"] = _STATE.get("command_line") or command_line
     if wanted == available_cpus():
         return True  # JAX's own sizing
     if not hasattr(os, "sched_setaffinity"):

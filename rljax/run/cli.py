@@ -208,6 +208,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     cluster = (args.coordinator, args.num_processes, args.process_id)
     if any(v is not None for v in cluster) and not args.distributed:
         raise ValueError("--coordinator, --num-processes and --process-id need --distributed")
+    cli_extras.early_cpu_threads(args)
     if args.distributed:
         cli_extras.join_cluster(args, cluster)
     run = _run_config(args)

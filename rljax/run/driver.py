@@ -270,7 +270,9 @@ def train_run(run: RunConfig, *, run_dir: str | None = None, progress: bool = Tr
     """
     start = time.perf_counter()
     started = start if started is None else started
-    cpu_threads.set_cpu_threads(run.cpu_threads)  # before anything starts JAX's backends
+    with warnings.catch_warnings(record=True) as unapplied:  # said after the refusals
+        warnings.simplefilter("always")
+        cpu_threads.set_cpu_threads(run.cpu_threads)  # before anything starts JAX's backends
     # Across processes the first one writes the run directory; all take part in the
     # collectives that fetch the state (multihost.fetch) and write their own shards of
     # each checkpoint into the first one's run directory.
@@ -280,8 +282,8 @@ def train_run(run: RunConfig, *, run_dir: str | None = None, progress: bool = Tr
         stop = signals or stack.enter_context(stopping.StopSignals())
         stop.check()
         try:
-            return _start_and_train(run, run_dir, (resume, from_checkpoint), writer, phases,
-                                    stop, stack, start, started, progress)
+            return _start_and_train(run, run_dir, (resume, from_checkpoint, unapplied),
+                                    writer, phases, stop, stack, start, started, progress)
         except KeyboardInterrupt:  # a second signal (the Python API)
             left, resumable = stopping.what_is_left(stop.run_dir, stop.created)
             raise stopping.Stopped(f"stopped at once; {left}", resumable) from None
@@ -298,8 +300,10 @@ def _start_and_train(run: RunConfig, run_dir: str | None, resume_from: tuple, wr
                      stack: contextlib.ExitStack, start: float, started: float,
                      progress: bool) -> RunResult:
     stack.enter_context(phases.clock)
-    resume, step = resume_from
+    resume, step, unapplied = resume_from
     run, run_dir = resuming.claim_run_dir(run, run_dir, resume, writer, stack, step)
+    for w in unapplied:
+        warnings.warn(w.message, w.category, stacklevel=3)
     with _phase(phases, stop, "building envs and agent"), warnings.catch_warnings():
         if resume is not None:  # resuming.keep_schedules has said it in its own line
             warnings.filterwarnings("ignore", message="the learning rate anneals to 0")
