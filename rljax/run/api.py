@@ -139,6 +139,9 @@ def train(preset_or_config: str | Preset | RunConfig | None = None, *, progress:
     """
     started = time.perf_counter()
     preflight.check_api_call(preset_or_config, overrides, progress)
+    run_dir = preflight.check_path("run_dir", run_dir, optional=True)
+    resume = preflight.check_path("resume", resume, optional=True)
+    validate.integer("from_checkpoint", from_checkpoint, low=0, optional=True)
     if preset_or_config is None:
         if resume is None:
             raise ValueError("train needs a preset or RunConfig, or resume=RUN_DIR")
@@ -170,6 +173,8 @@ def load(run_dir: str, from_checkpoint: int | None = None) -> Run:
     Raises:
         ValueError: not a run directory, or its checkpoint is missing or unusable.
     """
+    run_dir = preflight.check_path("run_dir", run_dir)
+    validate.integer("from_checkpoint", from_checkpoint, low=0, optional=True)
     path = os.path.join(run_dir, "config.json")
     if not os.path.isfile(path):
         raise ValueError(f"{run_dir!r} is not an rljax run directory (no config.json)")

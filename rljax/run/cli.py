@@ -296,8 +296,7 @@ def main(argv: list[str] | None = None) -> int:
         import signal
 
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C: we are leaving
-        print(f"\nrljax: stopped; {args.command} had not begun, nothing was saved",
-              file=sys.stderr)
+        print(f"\nrljax: stopped; {cli_extras.stopped_before(args.command)}", file=sys.stderr)
         return 130
 
 

@@ -193,3 +193,13 @@ def early_cpu_threads(args: argparse.Namespace) -> None:
         return
     if isinstance(value, int) and value >= 0:
         cpu_threads.set_cpu_threads(value, command_line=True)
+
+
+def stopped_before(command: str) -> str:
+    """What a Ctrl-C that stopped ``command`` left undone (``train`` gets here only before
+    its run started)."""
+    if command == "train":
+        return "train had not begun, nothing was saved"
+    if command == "eval":
+        return "the evaluation did not finish (eval writes no file, so nothing changed)"
+    return f"{command} did not finish"
