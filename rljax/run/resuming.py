@@ -208,15 +208,7 @@ def set_aside_rows(run_dir: str, step: int) -> tuple[str, int] | None:
             lines = f.read().splitlines()
     except OSError:
         return None
-    later = []
-    for line in lines:
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(row, dict) and isinstance(row.get("env_steps"), int | float) and (
-                row["env_steps"] > step):
-            later.append(line)
+    _, later = rundir.split_rows(lines, step)
     if not later:
         return None
     os.makedirs(os.path.join(run_dir, SUPERSEDED), exist_ok=True)

@@ -12,7 +12,7 @@ import shutil
 
 import pytest
 
-from rljax.run import checkpoint, cli
+from rljax.run import cli
 from rljax.run.driver import train_run
 from rljax.run.presets import from_preset
 
@@ -60,7 +60,7 @@ def test_a_second_resume_from_an_earlier_checkpoint_keeps_what_the_first_set_asi
     err = capsys.readouterr().err
     assert (f"moved the newer checkpoints to {copy}/checkpoint.superseded/ (env step 4,096 "
             "as 4096)") in err, err
-    assert f"copied the 2 metrics row(s) after env step 2,048" in err, err
+    assert "copied the 2 metrics row(s) after env step 2,048" in err, err
     first_resume = {k: v for k, v in _files(copy).items() if k.startswith("checkpoint/4096/")}
     assert cli.main(args) == 0
     err = capsys.readouterr().err
