@@ -28,7 +28,7 @@ import warnings
 from rljax import validate
 
 # What this module asked for and what the CPU client was built with (None: not built by it).
-_STATE: dict[str, int | None] = {"requested": 0, "built": None, "command_line": 0}
+_STATE: dict[str, int | None] = {"requested": 0, "built": None}
 
 
 def available_cpus() -> int:
@@ -51,8 +51,8 @@ def set_cpu_threads(n: int, *, command_line: bool = False) -> bool:
 
     Returns True when the pool will have (or has) that size; False, with a warning naming
     what to do, when JAX's backends were already started with another size or the system
-    cannot size it. ``command_line``: the command line sizes the pool before it reads the
-    run's settings (so later warnings give the option's advice, not the API's).
+    cannot size it. ``command_line``: the caller is ``rljax train``, which sized the pool
+    before reading the run's settings (the warning then gives the option's advice).
 
     Raises:
         ValueError: ``n`` is not an integer >= 0.
@@ -65,7 +65,7 @@ def set_cpu_threads(n: int, *, command_line: bool = False) -> bool:
         built = _STATE["built"] if _STATE["built"] is not None else available_cpus()
         if built == wanted:
             return True
-        advice = (f"give --cpu-threads {n} to start with it" if _STATE.get("command_line")
+        advice = (f"give --cpu-threads {n} to start with it" if command_line
                   else f"call rljax.set_cpu_threads({n}) before the process's first JAX "
                   f"computation, or train from the command line (rljax train --cpu-threads "
                   f"{n})")
@@ -74,7 +74,6 @@ def set_cpu_threads(n: int, *, command_line: bool = False) -> bool:
                       f"goes on with {built}; {advice}", RuntimeWarning, stacklevel=2)
         return False
     _STATE["requested"] = n
-    _STATE["command_line"] = _STATE.get("command_line") or command_line
     if wanted == available_cpus():
         return True  # JAX's own sizing
     if not hasattr(os, "sched_setaffinity"):

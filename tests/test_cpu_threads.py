@@ -165,3 +165,18 @@ def test_a_preset_given_a_jax_native_env_keeps_its_pool(tmp_path):
                              "--total-steps", "1024", "--logdir", str(tmp_path), "--quiet",
                              "--no-tensorboard")
     assert result == {"rc": 0, "pool": 1} and "not applied" not in err, err
+
+
+def test_the_command_lines_warning_gives_the_options_advice():
+    import jax
+
+    jax.devices()
+    built = cpu_threads._STATE["built"] or cpu_threads.available_cpus()
+    other = 1 if built > 1 else 2
+    if cpu_threads.pool_size(other) == built:
+        pytest.skip("one CPU: every size is the same pool")
+    with pytest.warns(RuntimeWarning) as caught:
+        assert cpu_threads.set_cpu_threads(other, command_line=True) is False
+    text = str(caught[0].message)
+    assert f"so the run goes on with {built}; give --cpu-threads {other}" in text, text
+    assert "set_cpu_threads(" not in text and "train from the command line" not in text

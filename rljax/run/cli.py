@@ -216,7 +216,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     try:
         result = train_run(run, progress=not args.quiet, resume=args.resume,
                            started=_STARTED, signals=args.signals,
-                           from_checkpoint=args.from_checkpoint)
+                           from_checkpoint=args.from_checkpoint, command_line=True)
     except NothingToDo as e:
         print(f"rljax: nothing to do: {e}", file=sys.stderr)
         return 0

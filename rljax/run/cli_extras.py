@@ -192,7 +192,7 @@ def early_cpu_threads(args: argparse.Namespace) -> None:
     except Exception:  # noqa: BLE001 - the run's own checks say what is wrong
         return
     if isinstance(value, int) and value >= 0:
-        cpu_threads.set_cpu_threads(value, command_line=True)
+        cpu_threads.set_cpu_threads(value)
 
 
 def stopped_before(command: str) -> str:

@@ -238,7 +238,7 @@ class _Host:
 def train_run(run: RunConfig, *, run_dir: str | None = None, progress: bool = True,
               resume: str | None = None, started: float | None = None,
               signals: stopping.StopSignals | None = None,
-              from_checkpoint: int | None = None) -> RunResult:
+              from_checkpoint: int | None = None, command_line: bool = False) -> RunResult:
     """Trains as ``run`` says, writing the run directory; returns a :class:`RunResult`.
 
     The run directory is locked while the run trains in it (``RUN_DIR/.lock``).
@@ -255,6 +255,9 @@ def train_run(run: RunConfig, *, run_dir: str | None = None, progress: bool = Tr
             summary's ``startup_s`` counts from it to the first metrics row.
         from_checkpoint: with ``resume``, the env step of the checkpoint to continue from
             (default: the newest); newer ones are moved to ``RUN_DIR/checkpoint.superseded``.
+        command_line: called by ``rljax train``, which sized XLA's CPU pool before
+            reading the run's settings (a pool of another size is then reported with the
+            option's advice).
         signals: the SIGINT/SIGTERM handler to use, already entered (the command line
             enters one before anything else; see :mod:`rljax.run.stopping`); default: one
             of its own while the run lasts.
@@ -272,7 +275,8 @@ def train_run(run: RunConfig, *, run_dir: str | None = None, progress: bool = Tr
     started = start if started is None else started
     with warnings.catch_warnings(record=True) as unapplied:  # said after the refusals
         warnings.simplefilter("always")
-        cpu_threads.set_cpu_threads(run.cpu_threads)  # before anything starts JAX's backends
+        # before anything starts JAX's backends
+        cpu_threads.set_cpu_threads(run.cpu_threads, command_line=command_line)
     # Across processes the first one writes the run directory; all take part in the
     # collectives that fetch the state (multihost.fetch) and write their own shards of
     # each checkpoint into the first one's run directory.
