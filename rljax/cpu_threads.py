@@ -45,13 +45,14 @@ def pool_size(n: int) -> int:
     return cpus if n <= 0 or n > cpus else n
 
 
-def set_cpu_threads(n: int) -> bool:
+def set_cpu_threads(n: int, *, command_line: bool = False) -> bool:
     """Asks for XLA's CPU thread pool to have ``n`` threads (0: one per CPU, JAX's default;
     more than the CPUs there are: one per CPU).
 
     Returns True when the pool will have (or has) that size; False, with a warning naming
     what to do, when JAX's backends were already started with another size or the system
-    cannot size it.
+    cannot size it. ``command_line``: the caller is ``rljax train``, which sized the pool
+    before reading the run's settings (the warning then gives the option's advice).
 
     Raises:
         ValueError: ``n`` is not an integer >= 0.
@@ -64,11 +65,13 @@ def set_cpu_threads(n: int) -> bool:
         built = _STATE["built"] if _STATE["built"] is not None else available_cpus()
         if built == wanted:
             return True
+        advice = (f"give --cpu-threads {n} to start with it" if command_line
+                  else f"call rljax.set_cpu_threads({n}) before the process's first JAX "
+                  f"computation, or train from the command line (rljax train --cpu-threads "
+                  f"{n})")
         warnings.warn(f"cpu_threads={n} not applied: JAX's CPU backend already runs with "
-                      f"{built} thread(s), sized once per process when JAX starts; call "
-                      f"rljax.set_cpu_threads({n}) before the process's first JAX computation, "
-                      f"or train from the command line (rljax train --cpu-threads {n})",
-                      RuntimeWarning, stacklevel=2)
+                      f"{built} thread(s), sized once per process when JAX starts, so the run "
+                      f"goes on with {built}; {advice}", RuntimeWarning, stacklevel=2)
         return False
     _STATE["requested"] = n
     if wanted == available_cpus():

@@ -142,6 +142,10 @@ class Replay:
         # Replay slots and the sampled-batch counter (flush_every divides it) are int32.
         validate.integer("buffer_size", self.buffer_size, low=1, high=_INT32_MAX,
                          note=validate.INT32_NOTE)
+        if self.learning_starts is not None and self.batch_size > self.buffer_size:
+            raise ValueError(f"batch_size must be at most buffer_size ({self.buffer_size:,}): "
+                             f"learning starts once a batch is in replay, got "
+                             f"{self.batch_size!r}")
         validate.integer("learning_starts", self.learning_starts, low=self.batch_size,
                          high=self.buffer_size, optional=True,
                          note="from batch_size to buffer_size; None: a full buffer")

@@ -110,3 +110,73 @@ def test_pool_size_counts():
     assert cpu_threads.pool_size(0) == cpus
     assert cpu_threads.pool_size(cpus + 5) == cpus
     assert cpu_threads.pool_size(1) == 1
+
+
+# Runs the command line in a fresh process, then reports its exit status and XLA's pool
+# threads.
+_CLI_CHILD = r"""
+import json, os, sys
+from rljax.run.cli import main
+rc = main(sys.argv[1:])
+names = [open(f"/proc/self/task/{t}/comm").read().strip() for t in os.listdir("/proc/self/task")]
+print(json.dumps({"rc": rc, "pool": names.count("tf_XLAEigen")}))
+"""
+
+
+def _cli_child(*args: str) -> tuple[dict, str]:
+    out = subprocess.run([sys.executable, "-c", _CLI_CHILD, *args], capture_output=True,
+                         text=True, timeout=600)
+    assert out.stdout.strip(), out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1]), out.stderr
+
+
+@pytest.mark.skipif(not _LINUX or cpu_threads.available_cpus() < 2,
+                    reason="needs Linux CPU affinity and two CPUs or more")
+def test_a_resumed_run_gets_the_pool_it_started_with_and_no_warning(tmp_path):
+    logdir = str(tmp_path)
+    first, err = _cli_child("train", "gymnax-cartpole-ppo", "--total-steps", "512",
+                            "--num-envs", "8", "--logdir", logdir, "--quiet",
+                            "--no-tensorboard")
+    assert first == {"rc": 0, "pool": 1} and "not applied" not in err, err
+    run_dir = os.path.join(logdir, os.listdir(logdir)[0])
+    resumed, err = _cli_child("train", "--resume", run_dir, "--total-steps", "1024",
+                              "--quiet")
+    assert resumed == {"rc": 0, "pool": 1} and "not applied" not in err, err
+    # A refused resume says only why (before, the warning came first).
+    refused, err = _cli_child("train", "--resume", run_dir, "--total-steps", "2048",
+                              "--seed", "3", "--quiet")
+    assert refused["rc"] == 2 and err.count("\n") == 1, err
+    assert err.startswith("rljax: error: checkpoint was made for another run: seed"), err
+    api = subprocess.run([sys.executable, "-c", (
+        "import rljax, sys\n"
+        "try:\n    rljax.train(resume=sys.argv[1], seed=3)\n"
+        "except ValueError as e:\n    print(e)\n"), run_dir], capture_output=True, text=True,
+        timeout=600)
+    assert api.returncode == 0 and "not applied" not in api.stderr, api.stderr
+    assert api.stdout.startswith("checkpoint was made for another run: seed"), api.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _LINUX or cpu_threads.available_cpus() < 2,
+                    reason="needs Linux CPU affinity and two CPUs or more")
+def test_a_preset_given_a_jax_native_env_keeps_its_pool(tmp_path):
+    # --env makes the run's env spec (starting JAX) while the settings are read.
+    result, err = _cli_child("train", "cartpole-ppo", "--env", "gymnax:Acrobot-v1",
+                             "--total-steps", "1024", "--logdir", str(tmp_path), "--quiet",
+                             "--no-tensorboard")
+    assert result == {"rc": 0, "pool": 1} and "not applied" not in err, err
+
+
+def test_the_command_lines_warning_gives_the_options_advice():
+    import jax
+
+    jax.devices()
+    built = cpu_threads._STATE["built"] or cpu_threads.available_cpus()
+    other = 1 if built > 1 else 2
+    if cpu_threads.pool_size(other) == built:
+        pytest.skip("one CPU: every size is the same pool")
+    with pytest.warns(RuntimeWarning) as caught:
+        assert cpu_threads.set_cpu_threads(other, command_line=True) is False
+    text = str(caught[0].message)
+    assert f"so the run goes on with {built}; give --cpu-threads {other}" in text, text
+    assert "set_cpu_threads(" not in text and "train from the command line" not in text

@@ -12,6 +12,8 @@ with the C++ compiler (``$CXX``, else ``c++``/``g++``/``clang++``) against the F
 the installed jaxlib (``jax.ffi.include_dir()``, so the headers always match the runtime) into
 a shared library cached under ``$RLJAX_CACHE_DIR`` (default ``~/.cache/rljax``), keyed by the
 source, the jaxlib version and the flags: a few seconds once per machine and jaxlib version.
+Beside it, ``NAME.so.sha256`` records its size and SHA-256; a cached library that does not
+match (cut short, emptied, overwritten) is built again before it is loaded.
 If no compiler is found or the build fails, a warning says why and the JAX version is used
 everywhere; results are the same up to float32 rounding at segment boundaries.
 
@@ -87,25 +89,56 @@ def library_path(directory: str, source: str = SOURCE, stem: str = "kernels") ->
     return os.path.join(directory, f"{stem}_{digest.hexdigest()[:16]}.so")
 
 
+def _digest(path: str) -> str:
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def intact(path: str) -> bool:
+    """Whether the library at ``path`` is the one its build wrote: its size and SHA-256
+    match the record written beside it (``PATH.sha256``). A library cut short (a full
+    disk, a crash before the data reached the disk), emptied or overwritten fails this,
+    and loading it could kill the process (SIGBUS) or fail on every run."""
+    try:
+        with open(path + ".sha256") as f:
+            digest, size = f.read().split()
+        return os.path.getsize(path) == int(size) and _digest(path) == digest
+    except (OSError, ValueError):
+        return False
+
+
+def _write_synced(path: str, data: bytes | None = None) -> None:
+    """Writes ``data`` to ``path`` (None: leaves it as it is) and flushes it to the disk."""
+    with open(path, "r+b" if data is None else "wb") as f:
+        if data is not None:
+            f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
 def build(directory: str | None = None, compiler: str | None = None, source: str = SOURCE,
           stem: str = "kernels") -> str:
     """Compiles ``source`` (default ``kernels.cc``) against the FFI headers of the installed
-    jaxlib into ``directory`` unless already there; returns the path.
+    jaxlib into ``directory`` unless an intact build is there already (:func:`intact`: a
+    damaged or unrecorded one is built again); returns the path.
 
     Raises:
         BuildError: no compiler, or the compiler failed (its message included).
     """
     directory = directory or cache_dir()
     path = library_path(directory, source, stem)
-    if os.path.exists(path):
+    if os.path.exists(path) and intact(path):
         return path
     compiler = compiler or find_compiler()
     if compiler is None:
         raise BuildError("no C++ compiler found (set CXX, or install g++ or clang++)")
     os.makedirs(directory, exist_ok=True)
-    # Build under a unique name, then rename: concurrent processes never load a partial file.
+    # Build under unique names, flush them to the disk, then rename: the record first,
+    # then the library, so a library in place is whole and a reader that finds the
+    # record of another build in between builds again rather than load a mismatch.
     fd, tmp = tempfile.mkstemp(suffix=".so", dir=directory)
     os.close(fd)
+    record = f"{tmp}.sha256"
     cmd = [compiler, *FLAGS, f"-I{jax.ffi.include_dir()}", source, "-o", tmp]
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
@@ -113,12 +146,21 @@ def build(directory: str | None = None, compiler: str | None = None, source: str
             raise BuildError(
                 f"`{' '.join(cmd)}` failed (exit {done.returncode}):\n{done.stderr[-2000:]}"
             )
+        _write_synced(tmp)
+        _write_synced(record, f"{_digest(tmp)} {os.path.getsize(tmp)}\n".encode())
+        os.replace(record, path + ".sha256")
         os.replace(tmp, path)
+        directory_fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(directory_fd)
+        finally:
+            os.close(directory_fd)
     except (OSError, subprocess.SubprocessError) as e:
         raise BuildError(f"`{' '.join(cmd)}` could not run: {e}") from e
     finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+        for leftover in (tmp, record):
+            if os.path.exists(leftover):
+                os.remove(leftover)
     return path
 
 

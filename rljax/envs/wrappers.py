@@ -23,13 +23,13 @@ def check_obs_indices(indices: Sequence[int], obs_shape: Sequence[int]) -> tuple
         raise ValueError(f"obs_indices selects entries of flat observations, but the task's "
                          f"observations have shape {tuple(obs_shape)}")
     try:
-        out = tuple(int(i) for i in indices)
-    except TypeError:
+        out = None if isinstance(indices, str | bytes) else tuple(int(i) for i in indices)
+    except (TypeError, ValueError):
         out = None
     if (out is None or not out or any(isinstance(i, bool) for i in indices)
             or any(float(i) != int(i) for i in indices)):
-        raise ValueError(f"obs_indices must be a non-empty sequence of integers, got "
-                         f"{indices!r}")
+        raise ValueError(f"obs_indices must be a non-empty sequence of integers, such as "
+                         f"(0, 2), got {indices!r}")
     if len(set(out)) != len(out) or not all(0 <= i < obs_shape[0] for i in out):
         raise ValueError(f"obs_indices must be distinct integers in [0, {obs_shape[0]}), got "
                          f"{indices!r}")

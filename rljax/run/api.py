@@ -140,10 +140,13 @@ def train(preset_or_config: str | Preset | RunConfig | None = None, *, progress:
     """
     started = time.perf_counter()
     preflight.check_api_call(preset_or_config, overrides, progress)
+    run_dir = preflight.check_path("run_dir", run_dir, optional=True)
+    resume = preflight.check_path("resume", resume, optional=True)
+    validate.integer("from_checkpoint", from_checkpoint, low=0, optional=True)
     if preset_or_config is None:
         if resume is None:
             raise ValueError("train needs a preset or RunConfig, or resume=RUN_DIR")
-        run = override(checkpoint.saved_run(resume, from_checkpoint), **overrides)
+        run = override(resuming.saved_run(resume, from_checkpoint), **overrides)
     elif isinstance(preset_or_config, RunConfig):
         if overrides:
             raise ValueError("overrides apply to presets; pass a complete RunConfig instead "
@@ -173,6 +176,8 @@ def load(run_dir: str, from_checkpoint: int | None = None, best: bool = False) -
     Raises:
         ValueError: not a run directory, or its checkpoint is missing or unusable.
     """
+    run_dir = preflight.check_path("run_dir", run_dir)
+    validate.integer("from_checkpoint", from_checkpoint, low=0, optional=True)
     path = os.path.join(run_dir, "config.json")
     if not os.path.isfile(path):
         raise ValueError(f"{run_dir!r} is not an rljax run directory (no config.json)")
@@ -186,8 +191,9 @@ def load(run_dir: str, from_checkpoint: int | None = None, best: bool = False) -
     if best and step is not None:
         raise ValueError("load takes best=True or from_checkpoint, not both")
     where = best_checkpoint.restore_args(run_dir, best)
-    checkpoint.check_compatible(checkpoint.read_manifest(run_dir, step, **where),
-                                run.to_dict())
+    with resuming.naming_intact(run_dir):
+        saved = checkpoint.read_manifest(run_dir, step, **where)
+    checkpoint.check_compatible(saved, run.to_dict())
     startup.enable_compile_cache()
     env, agent, trainer, _ = build(run)
     fresh = lambda: trainer.init(jax.random.key(run.seed))

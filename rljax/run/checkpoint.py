@@ -174,7 +174,9 @@ def read_manifest(run_dir: str, step: int | None = None, *,
     """The manifest of checkpoint ``step`` in ``run_dir``'s ``folder`` (default: the newest).
 
     Raises:
-        CheckpointError: there is no (such) checkpoint, or its manifest cannot be read.
+        CheckpointError: there is no (such) checkpoint; :class:`Corrupted` (with the step)
+            when its manifest cannot be read, or, for the newest, when a newer entry of the
+            folder is no checkpoint folder.
     """
     name, folder = folder, _folder(run_dir, folder)
     try:
@@ -184,6 +186,11 @@ def read_manifest(run_dir: str, step: int | None = None, *,
     if step is not None and step not in steps:
         raise CheckpointError(f"{folder} holds no checkpoint of env step {step:,}; it holds "
                               + (", ".join(f"{s}" for s in steps) or "none"))
+    damaged = _store().not_a_checkpoint(folder, steps[-1] if steps else -1) if (
+        step is None) else None
+    if damaged is not None:  # orbax leaves it out: the run would go on from an older one
+        raise Corrupted(f"checkpoint {damaged[0]} is {damaged[2]}, not a checkpoint folder",
+                        damaged[1])
     step = step if step is not None else (steps[-1] if steps else None)
     if step is None:
         if name == CHECKPOINT_DIR and _is_legacy(run_dir):
@@ -192,14 +199,39 @@ def read_manifest(run_dir: str, step: int | None = None, *,
     try:
         manifest = _store().read_manifest(folder, step)
     except Exception as e:  # noqa: BLE001
-        raise CheckpointError(f"checkpoint manifest of {folder}/{step} is unreadable: "
-                              f"{_reason(e)}") from None
+        raise Corrupted(f"checkpoint manifest of {folder}/{step} is unreadable: "
+                        f"{_reason(e)}", step) from None
     if not (isinstance(manifest.get("run"), dict) and manifest.get("env_steps") == step
             and isinstance(manifest.get("arrays"), dict)
             and isinstance(manifest.get("checksums"), dict)):
-        raise CheckpointError(f"{folder}/{step} is not an rljax checkpoint (its manifest has "
-                              "no run configuration, array list or checksums)")
+        raise Corrupted(f"{folder}/{step} is not an rljax checkpoint (its manifest has "
+                        "no run configuration, array list or checksums)", step)
     return manifest
+
+
+def verify(run_dir: str, step: int) -> None:
+    """Reads checkpoint ``step``'s arrays back as they were saved, one device's copy of
+    each, and checks them against their checksums (arrays saved in shards over several
+    devices are read, not checked); needs no train state to read into.
+
+    Raises:
+        CheckpointError: the checkpoint is unreadable, truncated or corrupted.
+    """
+    manifest = read_manifest(run_dir, step)
+    store, folder = _store(), _folder(run_dir)
+    sharding = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
+    targets, whole = {}, {}
+    for name, (shape, dtype) in manifest["arrays"].items():
+        targets[name] = store.Target(tuple(shape), jnp.dtype(dtype), sharding)
+        sums = manifest["checksums"].get(name)
+        nbytes = int(np.prod(shape)) * jnp.dtype(dtype).itemsize
+        if sums is None or len(sums) == len(store._pieces(nbytes)):
+            whole[name] = sums
+    try:
+        store.read(folder, step, targets, whole, unchecked=set(targets) - set(whole))
+    except Exception as e:  # noqa: BLE001
+        raise Corrupted(f"checkpoint {store.step_dir(folder, step)} is corrupted or "
+                        f"truncated: {_reason(e)}", step) from None
 
 
 def _read_legacy_manifest(run_dir: str) -> dict:

@@ -164,7 +164,7 @@ def _agent_assignments(args: argparse.Namespace) -> dict[str, str]:
 def _run_config(args: argparse.Namespace):
     """The run the options describe: a preset with overrides, or (``--resume`` without a
     preset) the configuration the checkpoint was saved with, with the options' changes."""
-    from rljax.run import checkpoint
+    from rljax.run import resuming
     from rljax.run.config import OPTIONS, override
     from rljax.run.presets import from_preset
 
@@ -175,7 +175,7 @@ def _run_config(args: argparse.Namespace):
         return from_preset(args.preset, **changes)
     if args.resume is None:
         raise ValueError("give a preset (see `rljax presets`), or --resume RUN_DIR")
-    return override(checkpoint.saved_run(args.resume, args.from_checkpoint), **changes)
+    return override(resuming.saved_run(args.resume, args.from_checkpoint), **changes)
 
 
 def _given(args: argparse.Namespace, option) -> object:
@@ -211,6 +211,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     cluster = (args.coordinator, args.num_processes, args.process_id)
     if any(v is not None for v in cluster) and not args.distributed:
         raise ValueError("--coordinator, --num-processes and --process-id need --distributed")
+    cli_extras.early_cpu_threads(args)
     if args.distributed:
         cli_extras.join_cluster(args, cluster)
     run = _run_config(args)
@@ -218,7 +219,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     try:
         result = train_run(run, progress=not args.quiet, resume=args.resume,
                            started=_STARTED, signals=args.signals,
-                           from_checkpoint=args.from_checkpoint)
+                           from_checkpoint=args.from_checkpoint, command_line=True)
     except NothingToDo as e:
         print(f"rljax: nothing to do: {e}", file=sys.stderr)
         return 0
@@ -300,8 +301,7 @@ def main(argv: list[str] | None = None) -> int:
         import signal
 
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C: we are leaving
-        print(f"\nrljax: stopped; {args.command} had not begun, nothing was saved",
-              file=sys.stderr)
+        print(f"\nrljax: stopped; {cli_extras.stopped_before(args.command)}", file=sys.stderr)
         return 130
 
 

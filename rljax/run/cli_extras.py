@@ -161,3 +161,45 @@ def report_command(args: argparse.Namespace) -> int:
         if path is not None:
             print(f"rljax: wrote {path}", file=sys.stderr)
     return 0
+
+
+def early_cpu_threads(args: argparse.Namespace) -> None:
+    """Sizes XLA's CPU thread pool for the run before reading its settings starts JAX
+    (an env given with ``--env``, a checkpoint's manifest): ``--cpu-threads``, else the
+    preset's (for the members asked for), else the run directory's (``--resume``), so a
+    resumed run gets the pool it started with. A value that cannot be read here is left
+    to the run's own checks."""
+    import json
+    import os
+
+    from rljax import cpu_threads
+
+    value = None
+    try:
+        if args.cpu_threads is not None:
+            value = int(args.cpu_threads[-1] if isinstance(args.cpu_threads, list)
+                        else args.cpu_threads)
+        elif args.preset is not None:
+            from rljax.run.presets import from_preset
+
+            members = {k: getattr(args, k) for k in ("num_seeds", "sweep")}
+            members = {k: v[-1] if isinstance(v, list) else v for k, v in members.items()
+                       if v is not None}
+            value = from_preset(args.preset, **members).cpu_threads
+        elif args.resume is not None:
+            with open(os.path.join(args.resume, "config.json")) as f:
+                value = json.load(f)["cpu_threads"]
+    except Exception:  # noqa: BLE001 - the run's own checks say what is wrong
+        return
+    if isinstance(value, int) and value >= 0:
+        cpu_threads.set_cpu_threads(value)
+
+
+def stopped_before(command: str) -> str:
+    """What a Ctrl-C that stopped ``command`` left undone (``train`` gets here only before
+    its run started)."""
+    if command == "train":
+        return "train had not begun, nothing was saved"
+    if command == "eval":
+        return "the evaluation did not finish (eval writes no file, so nothing changed)"
+    return f"{command} did not finish"

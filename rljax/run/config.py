@@ -110,6 +110,7 @@ class RunConfig:
             raise ValueError(f"config for {self.algo} must be a {algo.config_cls.__name__}, "
                              f"got {type(self.config).__name__}")
         settings.check(self)
+        validate.number("threshold", self.threshold, optional=True)
         if self.sweep is not None:
             from rljax.parallel.sweep import check_sweep
 

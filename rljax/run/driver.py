@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import sys
 import time
 import warnings
 from typing import Any, NamedTuple
@@ -238,7 +237,7 @@ class _Host:
 def train_run(run: RunConfig, *, run_dir: str | None = None, progress: bool = True,
               resume: str | None = None, started: float | None = None,
               signals: stopping.StopSignals | None = None,
-              from_checkpoint: int | None = None) -> RunResult:
+              from_checkpoint: int | None = None, command_line: bool = False) -> RunResult:
     """Trains as ``run`` says, writing the run directory; returns a :class:`RunResult`.
 
     The run directory is locked while the run trains in it (``RUN_DIR/.lock``).
@@ -255,6 +254,9 @@ def train_run(run: RunConfig, *, run_dir: str | None = None, progress: bool = Tr
             summary's ``startup_s`` counts from it to the first metrics row.
         from_checkpoint: with ``resume``, the env step of the checkpoint to continue from
             (default: the newest); newer ones are moved to ``RUN_DIR/checkpoint.superseded``.
+        command_line: called by ``rljax train``, which sized XLA's CPU pool before
+            reading the run's settings (a pool of another size is then reported with the
+            option's advice).
         signals: the SIGINT/SIGTERM handler to use, already entered (the command line
             enters one before anything else; see :mod:`rljax.run.stopping`); default: one
             of its own while the run lasts.
@@ -270,7 +272,10 @@ def train_run(run: RunConfig, *, run_dir: str | None = None, progress: bool = Tr
     """
     start = time.perf_counter()
     started = start if started is None else started
-    cpu_threads.set_cpu_threads(run.cpu_threads)  # before anything starts JAX's backends
+    with warnings.catch_warnings(record=True) as unapplied:  # said after the refusals
+        warnings.simplefilter("always")
+        # before anything starts JAX's backends
+        cpu_threads.set_cpu_threads(run.cpu_threads, command_line=command_line)
     # Across processes the first one writes the run directory; all take part in the
     # collectives that fetch the state (multihost.fetch) and write their own shards of
     # each checkpoint into the first one's run directory.
@@ -280,8 +285,8 @@ def train_run(run: RunConfig, *, run_dir: str | None = None, progress: bool = Tr
         stop = signals or stack.enter_context(stopping.StopSignals())
         stop.check()
         try:
-            return _start_and_train(run, run_dir, (resume, from_checkpoint), writer, phases,
-                                    stop, stack, start, started, progress)
+            return _start_and_train(run, run_dir, (resume, from_checkpoint, unapplied),
+                                    writer, phases, stop, stack, start, started, progress)
         except KeyboardInterrupt:  # a second signal (the Python API)
             left, resumable = stopping.what_is_left(stop.run_dir, stop.created)
             raise stopping.Stopped(f"stopped at once; {left}", resumable) from None
@@ -298,8 +303,10 @@ def _start_and_train(run: RunConfig, run_dir: str | None, resume_from: tuple, wr
                      stack: contextlib.ExitStack, start: float, started: float,
                      progress: bool) -> RunResult:
     stack.enter_context(phases.clock)
-    resume, step = resume_from
+    resume, step, unapplied = resume_from
     run, run_dir = resuming.claim_run_dir(run, run_dir, resume, writer, stack, step)
+    for w in unapplied:
+        warnings.warn(w.message, w.category, stacklevel=3)
     with _phase(phases, stop, "building envs and agent"), warnings.catch_warnings():
         if resume is not None:  # resuming.keep_schedules has said it in its own line
             warnings.filterwarnings("ignore", message="the learning rate anneals to 0")
@@ -319,7 +326,7 @@ def _start_and_train(run: RunConfig, run_dir: str | None, resume_from: tuple, wr
         state = fresh() if resume is None else resuming.restore(resume, fresh, step)
         if resume is not None:
             if writer and step is not None:
-                _say_set_aside(run_dir, resuming.set_aside_newer(run_dir, step))
+                resuming.set_aside(run_dir, step)
             if writer:
                 # wall_time_s goes on from the last row kept, not from zero.
                 start -= rundir.drop_rows_after(
@@ -332,13 +339,6 @@ def _start_and_train(run: RunConfig, run_dir: str | None, resume_from: tuple, wr
     stop.phase = None
     state, summary = _train(run, shared_dir, host, chunk, state, phases.clock, writer, stop)
     return RunResult(run_dir if writer else None, state, summary, host.rows, agent, env.spec)
-
-
-def _say_set_aside(run_dir: str, steps: list[int]) -> None:
-    if steps:
-        print(f"rljax: resuming from an earlier checkpoint: moved the newer ones (env step "
-              f"{', '.join(f'{s:,}' for s in steps)}) to {run_dir}/{resuming.SUPERSEDED}",
-              file=sys.stderr)
 
 
 @contextlib.contextmanager

@@ -115,12 +115,13 @@ def _fmt_duration(seconds: float) -> str:
 class Progress:
     """One-line live progress: env steps, steps/s, recent mean return, ETA.
 
-    On a terminal the line is redrawn in place; otherwise (logs, CI) a full line
-    is printed at most every ``interval`` seconds.
+    On a terminal the line is redrawn in place; otherwise (a log file of a batch job,
+    ``nohup``, CI) a plain line is written for every metrics row (at most one every
+    ``interval`` seconds, default: every row), so a log being tailed shows the run going.
     """
 
     def __init__(self, total_steps: int, stream: TextIO | None = None, enabled: bool = True,
-                 interval: float = 10.0, label: str = ""):
+                 interval: float = 0.0, label: str = ""):
         self.total = total_steps
         self.stream = stream or sys.stderr
         self.enabled = enabled

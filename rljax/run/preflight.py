@@ -320,6 +320,20 @@ def check_api_call(preset_or_config: Any, overrides: dict[str, Any], progress: A
     check_python_values(config_cls, overrides)
 
 
+def check_path(name: str, value: Any, optional: bool = False) -> str | None:
+    """``value``, a run directory's path (``str`` or ``os.PathLike``), as a ``str``; None
+    when ``optional`` and None. Anything else is refused in one line (not a TypeError
+    from deep inside the run)."""
+    import os
+
+    if optional and value is None:
+        return None
+    if not isinstance(value, str | os.PathLike) or not os.fspath(value):
+        raise ValueError(f"{name} must be a run directory's path (a str or os.PathLike)"
+                         f"{' or None' if optional else ''}, got {value!r}")
+    return str(os.fspath(value))
+
+
 def check_python_values(config_cls: type | None, overrides: dict[str, Any]) -> None:
     """Refuses an API override whose Python type does not match the field (a string for
     a number or a flag, a float for a size, ...), naming the field, the type expected

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import math
 import os
-import shutil
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from rljax.run import checkpoint, rundir
@@ -60,7 +60,9 @@ def claim_run_dir(run: RunConfig, run_dir: str | None, resume: str | None, write
             raise checkpoint.CheckpointError(f"no checkpoint in {resume!r} (no such directory)")
         if writer:
             stack.enter_context(rundir.lock(resume))
-        saved = checkpoint.read_manifest(resume, step)
+        with naming_intact(resume):
+            saved = checkpoint.read_manifest(resume, step)
+        _check_run_dir_config(resume, saved)
         steps = saved.get("env_steps")
         if isinstance(steps, int) and steps >= run.total_steps:
             checkpoint.check_compatible(saved, rundir.manifest(run)["run"])
@@ -87,6 +89,27 @@ def claim_run_dir(run: RunConfig, run_dir: str | None, resume: str | None, write
     return run, run_dir
 
 
+def _check_run_dir_config(run_dir: str, saved: dict) -> None:
+    """Refuses a checkpoint that another run made (copied into this run directory): its
+    run must match ``RUN_DIR/config.json`` but for what a resume may change, as
+    ``rljax eval`` checks it. A config.json that does not read as a run is not checked."""
+    path = os.path.join(run_dir, "config.json")
+    try:
+        with open(path) as f:
+            here = RunConfig.from_dict(json.load(f)).to_dict()
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return
+    schedule = ((saved.get("run") or {}).get("config") or {}).get("total_updates", 0)
+    if None in (schedule, here["config"].get("total_updates", 0)):
+        # one side has the run's length resolved (keep_schedules), the other not yet
+        here = dict(here, config=dict(here["config"], total_updates=schedule))
+    try:
+        checkpoint.check_compatible(saved, here)
+    except checkpoint.CheckpointError as e:
+        raise checkpoint.CheckpointError(f"{e}; {path} describes this run directory's run, "
+                                         "so its checkpoint is not this run's") from None
+
+
 def keep_schedules(run: RunConfig, saved: dict) -> RunConfig:
     """``run`` with the schedule length (``total_updates``) of the ``saved`` run config (a
     manifest's ``run``) when the agent config has the field and leaves it to the run;
@@ -111,17 +134,38 @@ def keep_schedules(run: RunConfig, saved: dict) -> RunConfig:
                                                                total_updates=updates))
 
 
-def intact_before(run_dir: str, make_template: Callable[[], Any], step: int) -> int | None:
+def intact_before(run_dir: str, step: int) -> int | None:
     """The newest checkpoint older than ``step`` that reads back whole and matches its
     checksums (None: none does)."""
     for earlier in reversed([s for s in checkpoint._store().steps(
             os.path.join(run_dir, checkpoint.CHECKPOINT_DIR)) if s < step]):
         try:
-            checkpoint.restore(run_dir, make_template(), earlier)
+            checkpoint.verify(run_dir, earlier)
         except checkpoint.CheckpointError:
             continue
         return earlier
     return None
+
+
+@contextlib.contextmanager
+def naming_intact(run_dir: str) -> Iterator[None]:
+    """Turns a :class:`~rljax.run.checkpoint.Corrupted` checkpoint of ``run_dir`` into one
+    line that ends with the newest intact earlier checkpoint and the option that uses it."""
+    try:
+        yield
+    except checkpoint.Corrupted as e:
+        earlier = intact_before(run_dir, e.step)
+        hint = ("no earlier checkpoint is intact" if earlier is None else
+                f"the checkpoint of env step {earlier:,} is intact: use it with "
+                f"--from-checkpoint {earlier} (from_checkpoint={earlier} in Python)")
+        raise checkpoint.CheckpointError(f"{e}; {hint}") from None
+
+
+def saved_run(run_dir: str, step: int | None = None) -> RunConfig:
+    """:func:`rljax.run.checkpoint.saved_run`, a damaged checkpoint refused naming the
+    intact earlier one."""
+    with naming_intact(run_dir):
+        return checkpoint.saved_run(run_dir, step)
 
 
 def restore(run_dir: str, make_template: Callable[[], Any], step: int | None = None) -> Any:
@@ -132,24 +176,63 @@ def restore(run_dir: str, make_template: Callable[[], Any], step: int | None = N
         CheckpointError: as restore does; for a corrupted checkpoint the message ends with
             the intact earlier checkpoint and the option that uses it.
     """
-    try:
+    with naming_intact(run_dir):
         return checkpoint.restore(run_dir, make_template(), step)
-    except checkpoint.Corrupted as e:
-        earlier = intact_before(run_dir, make_template, e.step)
-        hint = ("no earlier checkpoint is intact" if earlier is None else
-                f"the checkpoint of env step {earlier:,} is intact: use it with "
-                f"--from-checkpoint {earlier} (from_checkpoint={earlier} in Python)")
-        raise checkpoint.CheckpointError(f"{e}; {hint}") from None
 
 
-def set_aside_newer(run_dir: str, step: int) -> list[int]:
-    """Moves the checkpoints newer than ``step`` into ``RUN_DIR/checkpoint.superseded/``
-    (replacing any of the same step there); returns their steps."""
+def set_aside_newer(run_dir: str, step: int) -> dict[int, str]:
+    """Moves the checkpoints newer than ``step`` into ``RUN_DIR/checkpoint.superseded/``,
+    each under its step, or ``STEP.2``, ``STEP.3``, ... when a checkpoint set aside
+    before holds that name (none is replaced); returns ``{step: its new name}``."""
     newer = [s for s in _step_folders(run_dir) if s > step]
     target = os.path.join(run_dir, SUPERSEDED)
+    moved = {}
     for s in newer:
         os.makedirs(target, exist_ok=True)
-        shutil.rmtree(os.path.join(target, str(s)), ignore_errors=True)
-        os.replace(os.path.join(run_dir, checkpoint.CHECKPOINT_DIR, str(s)),
-                   os.path.join(target, str(s)))
-    return newer
+        name, n = str(s), 1
+        while os.path.lexists(os.path.join(target, name)):
+            n += 1
+            name = f"{s}.{n}"
+        os.rename(os.path.join(run_dir, checkpoint.CHECKPOINT_DIR, str(s)),
+                  os.path.join(target, name))
+        moved[s] = name
+    return moved
+
+
+def set_aside_rows(run_dir: str, step: int) -> tuple[str, int] | None:
+    """Copies the rows of ``RUN_DIR/metrics.jsonl`` logged after ``step`` (which the resumed
+    run drops) into ``RUN_DIR/checkpoint.superseded/metrics.after-STEP.jsonl`` (``.2``,
+    ... when taken); returns its path and the number of rows (None: no row to keep)."""
+    try:
+        with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    _, later = rundir.split_rows(lines, step)
+    if not later:
+        return None
+    os.makedirs(os.path.join(run_dir, SUPERSEDED), exist_ok=True)
+    path, n = os.path.join(run_dir, SUPERSEDED, f"metrics.after-{step}.jsonl"), 1
+    while os.path.lexists(path):
+        n += 1
+        path = os.path.join(run_dir, SUPERSEDED, f"metrics.after-{step}.jsonl.{n}")
+    with open(path, "w") as f:
+        f.writelines(line + "\n" for line in later)
+    return path, len(later)
+
+
+def set_aside(run_dir: str, step: int) -> None:
+    """Resuming from the earlier checkpoint ``step``: moves the newer checkpoints aside and
+    keeps a copy of the metrics rows the resumed run drops, saying where in one line."""
+    moved, rows = set_aside_newer(run_dir, step), set_aside_rows(run_dir, step)
+    done = []
+    if moved:
+        done.append(f"moved the newer checkpoints to {os.path.join(run_dir, SUPERSEDED)}/ ("
+                    + ", ".join(f"env step {s:,} as {name}" for s, name in moved.items())
+                    + ")")
+    if rows is not None:
+        done.append(f"copied the {rows[1]} metrics row(s) after env step {step:,}, which "
+                    f"metrics.jsonl drops, to {rows[0]}")
+    if done:
+        print(f"rljax: resuming from the checkpoint of env step {step:,}: "
+              + " and ".join(done), file=sys.stderr)

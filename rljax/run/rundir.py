@@ -151,6 +151,22 @@ def _metrics_files(run_dir: str, run: RunConfig) -> list[str]:
     return [p for p in (os.path.join(f, "metrics.jsonl") for f in folders) if os.path.isfile(p)]
 
 
+def split_rows(lines: list[str], env_steps: int) -> tuple[list[str], list[str]]:
+    """The metrics rows (JSON lines) logged at or before ``env_steps``, and those after;
+    lines that are no complete row (a half-written last line) are in neither."""
+    before, after = [], []
+    for line in lines:
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(row, dict):
+            steps = row.get("env_steps", 0)
+            (after if isinstance(steps, int | float) and steps > env_steps else before
+             ).append(line)
+    return before, after
+
+
 def drop_rows_after(run_dir: str, run: RunConfig, env_steps: int) -> float:
     """Removes the metrics rows logged after ``env_steps`` (the resumed checkpoint's step)
     and any half-written last line, so that a resumed run's rows follow on without
@@ -164,16 +180,10 @@ def drop_rows_after(run_dir: str, run: RunConfig, env_steps: int) -> float:
     for i, path in enumerate(_metrics_files(run_dir, run)):
         with open(path) as f:
             lines = f.read().splitlines()
-        keep = []
-        for line in lines:
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(row, dict) and row.get("env_steps", 0) <= env_steps:
-                keep.append(line)
-                if i == 0 and isinstance(row.get("wall_time_s"), int | float):
-                    elapsed = float(row["wall_time_s"])
+        keep, _ = split_rows(lines, env_steps)
+        if i == 0 and keep:
+            wall = json.loads(keep[-1]).get("wall_time_s")
+            elapsed = float(wall) if isinstance(wall, int | float) else elapsed
         if len(keep) != len(lines):
             tmp = f"{path}.tmp"
             with open(tmp, "w") as f:

@@ -18,6 +18,7 @@ import math
 import os
 import sys
 import time
+import warnings
 from collections.abc import Iterator
 from typing import TextIO
 
@@ -62,7 +63,35 @@ def enable_compile_cache() -> str | None:
     # Cache every program, the small ones too: most of a run's start-up is the many
     # programs of a second or less (init, the chunk of a small net, evaluation).
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    _one_line_for_write_errors(path)
     return path
+
+
+_WRITE_ERROR = "Error writing persistent compilation cache entry"
+
+
+def _one_line_for_write_errors(path: str) -> None:
+    """JAX warns once per program it cannot write into the cache (a full disk: a dozen
+    two-line warnings at a run's start); rljax says it in one line, once per process."""
+    show = warnings.showwarning
+    if getattr(show, "_rljax_cache", False):
+        return
+    said = []
+
+    def showwarning(message, category, filename, lineno, file=None, line=None):
+        text = str(message)
+        if not text.startswith(_WRITE_ERROR):
+            return show(message, category, filename, lineno, file, line)
+        if not said:
+            said.append(text)
+            reason = text.split("': ", 1)[-1]
+            print(f"rljax: compiled programs cannot be kept in the compilation cache {path} "
+                  f"({reason}); they are compiled again by the next run "
+                  f"(--no-compile-cache turns the cache off)", file=sys.stderr)
+        return None
+
+    showwarning._rljax_cache = True
+    warnings.showwarning = showwarning
 
 
 _COMPILE_EVENTS = ("/jax/core/compile/jaxpr_trace_duration",

@@ -1,5 +1,6 @@
 """TensorBoard event files read back with TensorBoard's own reader; plots from runs."""
 
+import io
 import json
 import os
 
@@ -7,7 +8,7 @@ import numpy as np
 import pytest
 
 from rljax.run import cli
-from rljax.run.logging import JsonlWriter, TensorBoardSink, to_jsonable
+from rljax.run.logging import JsonlWriter, Progress, TensorBoardSink, to_jsonable
 from rljax.run.plotting import aggregate, plot_runs
 
 
@@ -129,3 +130,32 @@ def test_plot_of_a_metric_no_row_has_is_refused(tmp_path, capsys):
     assert err.startswith("rljax: error: ") and err.count("\n") == 1
     assert "'no_such_metric'" in err and "return_mean_100" in err
     assert not os.path.exists(os.path.join(run, "curve-no_such_metric.png"))
+
+
+class _Stream(io.StringIO):
+    def __init__(self, tty: bool):
+        super().__init__()
+        self.tty = tty
+
+    def isatty(self) -> bool:
+        return self.tty
+
+
+def test_progress_writes_a_line_per_row_to_a_log_and_redraws_on_a_terminal():
+    rows = [(1_024 * i, 5_000.0, 20.0 * i, 3.0 * (4 - i)) for i in range(1, 5)]
+    log = _Stream(tty=False)
+    progress = Progress(4_096, stream=log, label="[cartpole-dqn] ")
+    for row in rows:  # a few rows a second, as a fast run logs them
+        progress.update(*row)
+    progress.close()
+    lines = log.getvalue().splitlines()
+    assert len(lines) == 4 and "\r" not in log.getvalue(), lines
+    assert lines[0].startswith("[cartpole-dqn]       1,024/4,096 steps ( 25.0%)")
+    assert lines[-1].startswith("[cartpole-dqn]       4,096/4,096 steps (100.0%)")
+    assert "return(100)    80.00" in lines[-1]
+    terminal = _Stream(tty=True)
+    progress = Progress(4_096, stream=terminal)
+    for row in rows:
+        progress.update(*row)
+    progress.close()
+    assert terminal.getvalue().count("\r") == 4 and terminal.getvalue().count("\n") == 1

@@ -326,8 +326,10 @@ def test_a_corrupted_newest_checkpoint_names_the_intact_one_which_can_be_used(co
     assert cli.main(["train", "--resume", copy, "--from-checkpoint", "2048", "--quiet"]) == 0
     captured = capsys.readouterr()
     assert json.loads(captured.out)["resumed_from_step"] == 2_048
-    assert "moved the newer ones (env step 4,096)" in captured.err
-    assert sorted(os.listdir(os.path.join(copy, "checkpoint.superseded"))) == ["4096"]
+    assert "moved the newer checkpoints to" in captured.err
+    assert "(env step 4,096 as 4096)" in captured.err
+    assert sorted(os.listdir(os.path.join(copy, "checkpoint.superseded"))) == [
+        "4096", "metrics.after-2048.jsonl"]
     assert checkpoint.read_manifest(copy)["env_steps"] == 4_096  # written again, intact
     assert _steps(copy) == [1_024, 2_048, 3_072, 4_096]
     assert cli.main(["eval", copy, "--episodes", "1"]) == 0

@@ -1,0 +1,86 @@
+"""The cached native libraries (the sum-tree kernels and envpool's forwarder) are checked
+against the size and SHA-256 recorded at their build before they are loaded: one cut
+short, emptied or overwritten is built again, so it neither kills later runs (SIGBUS when
+a truncated library is mapped) nor warns on every run. Every build here goes into a
+temporary cache folder, never the user's."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from rljax.buffers import _native
+from rljax.envs import envpool_ffi
+
+pytestmark = pytest.mark.skipif(_native.find_compiler() is None, reason="no C++ compiler")
+
+# Loads both libraries as a run does, with every warning an error.
+_LOAD = """
+import warnings
+warnings.simplefilter("error")
+from rljax.buffers import _native
+from rljax.envs import envpool_ffi
+assert _native._load()
+envpool_ffi._library()
+print("loaded")
+"""
+
+
+def _truncate(path):
+    with open(path, "r+b") as f:
+        f.truncate(os.path.getsize(path) // 2)
+
+
+def _zero_length(path):
+    open(path, "w").close()
+
+
+def _random(path):
+    with open(path, "wb") as f:
+        f.write(os.urandom(os.path.getsize(path)))
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    """XDG_CACHE_HOME holding freshly built libraries, and their original contents."""
+    home = tmp_path_factory.mktemp("xdg")
+    folder = os.path.join(home, "rljax")
+    paths = [_native.build(folder), envpool_ffi.build(folder)]
+    return str(home), {p: open(p, "rb").read() for p in paths}
+
+
+def _damage_and_load(cache, damages):
+    home, original = cache
+    for (path, data), damage in zip(original.items(), damages, strict=True):
+        with open(path, "wb") as f:
+            f.write(data)
+        damage(path)
+        assert not _native.intact(path)
+    env = {k: v for k, v in os.environ.items() if k != "RLJAX_CACHE_DIR"}
+    env["XDG_CACHE_HOME"] = home
+    out = subprocess.run([sys.executable, "-c", _LOAD], env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == "loaded", (out.returncode,
+                                                                     out.stderr[-2000:])
+    for path, data in original.items():
+        assert _native.intact(path) and os.path.getsize(path) == len(data)
+    assert not [n for n in os.listdir(os.path.join(home, "rljax")) if n.startswith("tmp")]
+
+
+def test_truncated_cached_libraries_are_built_again_and_load(cache):
+    # Before, loading the truncated envpool forwarder killed the process with SIGBUS.
+    _damage_and_load(cache, [_truncate, _truncate])
+
+
+@pytest.mark.slow
+def test_emptied_or_overwritten_cached_libraries_are_built_again_and_load(cache):
+    # Before, each run warned that the library could not be loaded, forever.
+    _damage_and_load(cache, [_zero_length, _random])
+
+
+def test_a_library_without_its_record_is_built_again(cache):
+    path = next(iter(cache[1]))  # the sum-tree kernels
+    os.remove(path + ".sha256")
+    assert not _native.intact(path)
+    assert _native.build(os.path.dirname(path)) == path and _native.intact(path)
