@@ -222,6 +222,8 @@ def names(config_cls: type) -> dict[str, str]:
         if not f.init:
             continue
         if f.name in records:
+            if "record" in f.metadata:  # an optional record is set as a whole too (None)
+                out[f.name] = f.name
             for sub in dataclasses.fields(records[f.name]):
                 out[f"{f.name}.{sub.name}"] = f"{f.name}.{sub.name}"
                 out.setdefault(sub.name, f"{f.name}.{sub.name}")
