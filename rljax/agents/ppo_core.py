@@ -90,7 +90,7 @@ class PPOConfig:
     shared_torso: bool = False
     log_std_init: float = 0.0
     memory: Memory | None = record_field(None, Memory)
-    network: str | None = None
+    network: type | str | None = None  # a class is kept as its import string
 
     def __post_init__(self):
         for name in ("num_epochs", "num_minibatches"):

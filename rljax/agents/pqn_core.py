@@ -100,7 +100,7 @@ class PQNConfig:
     layer_norm: bool = True
     conv_method: str = "matmul"
     memory: Memory | None = record_field(None, Memory)
-    network: str | None = None
+    network: type | str | None = None  # a class is kept as its import string
 
     def __post_init__(self):
         for name in ("num_epochs", "num_minibatches"):
