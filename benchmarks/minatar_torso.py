@@ -36,10 +36,11 @@ def main(total_steps: int = 200_000, seeds: int = 2, rounds: int = 5) -> dict:
     out["sps_rounds"] = sps
     out["sps_ratio_cnn_over_mlp"] = out["sps"]["cnn"] / out["sps"]["mlp"]
     del programs
+    write_results("minatar_torso", out)  # the timings, before the longer training runs
     out["final_return_mean"] = {}
     with tempfile.TemporaryDirectory() as logdir:
         for name, net in NETWORKS.items():
-            run = train(PRESET, network=net, total_steps=total_steps, seeds=seeds,
+            run = train(PRESET, network=net, total_steps=total_steps, num_seeds=seeds,
                         logdir=logdir, tensorboard=False, checkpoint_every=10**9)
             members = run.summary.get("seeds") or [run.summary]
             out["final_return_mean"][name] = [m["final_return_mean"] for m in members]
