@@ -105,8 +105,9 @@ def test_the_minatar_cnn_takes_grids_and_flat_grids():
 def test_a_user_torso_in_ppo_is_checkpointed_resumed_and_evaluated(tmp_path):
     """One keyword swaps the torso; the run record names it, so a resume and ``rljax
     eval`` rebuild it; the resumed run's rows equal the uninterrupted run's."""
-    common = dict(network=TinyTorso, chunk_steps=512, checkpoint_every=512, seed=3,
-                  tensorboard=False, eval_every=0)
+    # gymnax's env state is checkpointed, so the resumed run continues bit for bit
+    common = dict(network=TinyTorso, env="gymnax:CartPole-v1", chunk_steps=512,
+                  checkpoint_every=512, seed=3, tensorboard=False, eval_every=0)
     whole = rljax.train("cartpole-ppo", run_dir=str(tmp_path / "whole"), total_steps=1_024,
                         **common)
     rljax.train("cartpole-ppo", run_dir=str(tmp_path / "part"), total_steps=512, **common)
