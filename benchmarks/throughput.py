@@ -34,6 +34,7 @@ from benchmarks.common import (
 )
 from rljax import envs
 from rljax.cpu_threads import pool_size, set_cpu_threads
+from rljax.records import Memory
 from rljax.run.build import build
 from rljax.run.presets import from_preset
 
@@ -622,9 +623,9 @@ BENCHES = {
     # torso -> GRU 64 -> 64-unit actor and critic heads, cartpole-pqn's LayerNorm 128-128 torso
     # feeds a GRU 128; minibatches of whole env sequences (4 of 8 envs x 16 steps).
     "ppo-rnn": lambda rounds: bench_on_policy("cartpole-ppo", rounds, chunk_steps=40_960,
-                                              memory="gru", memory_size=64),
+                                              memory=Memory(core="gru", size=64)),
     "pqn-rnn": lambda rounds: bench_on_policy("cartpole-pqn", rounds, chunk_steps=40_960,
-                                              memory="gru", memory_size=128),
+                                              memory=Memory(core="gru", size=128)),
     # TD3 and SAC on Reacher at the papers' gradient work (one gradient step of 256 per env
     # step, 256x256 networks: 20 envs, 20 gradient steps per 20 env steps), learning from
     # the second warm-up chunk on, against this CPU's matmul rate in the same rounds.

@@ -166,7 +166,38 @@ class Replay:
         return self.buffer_size if self.learning_starts is None else self.learning_starts
 
 
-RECORDS = (OnPolicyLoop, OffPolicyLoop, Replay)
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Memory:
+    """A recurrent memory for an agent that has one (PPO-RNN, PQN-RNN;
+    :mod:`rljax.agents.recurrent`).
+
+    Attributes:
+        core: the recurrent cell, a name in :data:`rljax.networks.recurrent.CORES` ("gru",
+            "lstm", "rnn").
+        size: units of the core (the carry's width).
+        reset_every_step: reset the core's carry before every step (an ablation: the
+            network keeps its shape but remembers nothing).
+    """
+
+    core: str = "gru"
+    size: int = shape_field(128)
+    reset_every_step: bool = False
+
+    def __post_init__(self):
+        if not isinstance(self.core, str):
+            raise ValueError(f"memory.core must be the name of a recurrent core, got "
+                             f"{self.core!r}")
+        validate.integer("memory.size", self.size, low=1)
+        validate.boolean("reset_every_step", self.reset_every_step)
+
+
+def record_field(default: Any, record: type) -> Any:
+    """A config field holding an optional ``record`` (default None), named like the loop
+    records: ``memory.size`` or ``size``."""
+    return dataclasses.field(default=default, metadata={"record": record})
+
+
+RECORDS = (OnPolicyLoop, OffPolicyLoop, Replay, Memory)
 
 
 def no_random_phase(algo: str, loop: OffPolicyLoop) -> None:
@@ -181,8 +212,9 @@ def no_random_phase(algo: str, loop: OffPolicyLoop) -> None:
 
 def _record_fields(config_cls: type) -> dict[str, type]:
     """``{field: record class}`` of the config's record fields (by their defaults)."""
-    return {f.name: type(f.default) for f in dataclasses.fields(config_cls)
-            if isinstance(f.default, RECORDS)}
+    return {f.name: type(f.default) if isinstance(f.default, RECORDS)
+            else f.metadata["record"] for f in dataclasses.fields(config_cls)
+            if isinstance(f.default, RECORDS) or "record" in f.metadata}
 
 
 def names(config_cls: type) -> dict[str, str]:
@@ -194,6 +226,8 @@ def names(config_cls: type) -> dict[str, str]:
         if not f.init:
             continue
         if f.name in records:
+            if "record" in f.metadata:  # an optional record is set as a whole too (None)
+                out[f.name] = f.name
             for sub in dataclasses.fields(records[f.name]):
                 out[f"{f.name}.{sub.name}"] = f"{f.name}.{sub.name}"
                 out.setdefault(sub.name, f"{f.name}.{sub.name}")
@@ -240,6 +274,8 @@ def field_type(config_cls: type, name: str) -> Any:
 def get(config: Any, name: str) -> Any:
     """The value of canonical ``name`` in ``config``."""
     for part in name.split("."):
+        if config is None:  # an optional record (memory) that is not set
+            return None
         config = getattr(config, part)
     return config
 
@@ -270,6 +306,8 @@ def configure(config: Any, values: dict[str, Any] | None = None, /, **more: Any)
         record = top.pop(head, None)
         if record is None:
             record = defaults[head] if isinstance(config, type) else getattr(config, head)
+        if record is None:  # an optional record (memory) not set yet: from its defaults
+            record = field_of(cls, head).metadata["record"]()
         top[head] = dataclasses.replace(record, **sub)
     return cls(**top) if isinstance(config, type) else dataclasses.replace(config, **top)
 

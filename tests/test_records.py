@@ -154,7 +154,7 @@ def test_shape_fields_are_marked_in_metadata():
     for name in ("lr", "gamma", "replay.alpha", "replay.learning_starts", "loop.random_steps"):
         assert name not in shapes, name
     assert {"loop.num_envs", "loop.rollout_len", "num_epochs", "num_minibatches",
-            "total_updates"} <= set(records.shape_names(PPOConfig))
+            "memory.size"} <= set(records.shape_names(PPOConfig))
 
 
 def test_network_sizes_state_the_widths_in_use():

@@ -26,7 +26,7 @@ import optax
 from flax import struct
 
 from rljax import losses, validate
-from rljax.agents.base import ONE_DEVICE, Agent, Parallel, Update, check_action_space
+from rljax.agents.base import ONE_DEVICE, Agent, Parallel, RunLength, Update, check_action_space
 from rljax.envs.spec import EnvSpec
 from rljax.gradients import flattened, gradient_step
 from rljax.networks import core as nets
@@ -256,7 +256,8 @@ def update(config: A2CConfig, parts: Parts, state: A2CState, batch: Rollout,
                            step=state.step + 1), metrics)
 
 
-def make_a2c(config: A2CConfig, spec: EnvSpec, *, parallel: Parallel = ONE_DEVICE) -> Agent:
+def make_a2c(config: A2CConfig, spec: EnvSpec, *, parallel: Parallel = ONE_DEVICE,
+             run: RunLength | None = None) -> Agent:
     """Builds the A2C agent for a discrete-action environment.
 
     Args:
@@ -264,6 +265,8 @@ def make_a2c(config: A2CConfig, spec: EnvSpec, *, parallel: Parallel = ONE_DEVIC
         spec: the environment's spec.
         parallel: data-parallel hooks (:class:`rljax.agents.base.Parallel`; its
             ``grad_transform`` goes before the optimizers); default: one device.
+        run: the run's length (:class:`rljax.agents.base.RunLength`); no setting
+            of this agent depends on it.
 
     Raises:
         ValueError: if the environment's actions are continuous.

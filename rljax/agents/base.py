@@ -23,6 +23,8 @@ import optax
 
 from rljax.envs.spec import EnvSpec
 from rljax.gradients import with_grad_transform
+from rljax.networks.recurrent import CORES, check_core
+from rljax.records import Memory
 from rljax.types import WHOLE, Array, Metrics, Params, PRNGKey, Split
 
 
@@ -142,23 +144,48 @@ def stateful_policy(agent: Agent) -> tuple[PolicyInitFn, StatefulPolicyFn]:
     return (lambda batch_size: ()), policy
 
 
-MEMORY_CORES = ("gru", "lstm")
-
-
-def check_memory_fields(config: Any) -> None:
-    """Validates an on-policy config's ``memory`` (None, "gru" or "lstm") and
-    ``memory_size`` fields; with memory, minibatches are whole env sequences, so
+def check_memory(config: Any) -> None:
+    """Validates an on-policy config's ``memory``: None, a :class:`rljax.records.Memory`
+    whose core is one of :data:`rljax.networks.recurrent.CORES`, or a core's name (made
+    ``Memory(core=name)`` here); with memory, minibatches are whole env sequences, so
     ``num_minibatches`` must divide ``num_envs``."""
-    if config.memory is not None and config.memory not in MEMORY_CORES:
-        raise ValueError(f"memory must be None or one of {', '.join(MEMORY_CORES)}, got "
-                         f"{config.memory!r}")
-    if (isinstance(config.memory_size, bool) or not isinstance(config.memory_size, int)
-            or config.memory_size < 1):
-        raise ValueError(f"memory_size must be an integer >= 1, got {config.memory_size!r}")
-    if config.memory is not None and config.loop.num_envs % config.num_minibatches:
+    memory = config.memory
+    if isinstance(memory, str):
+        memory = Memory(core=memory)
+        object.__setattr__(config, "memory", memory)  # before the frozen config is used
+    if memory is None:
+        return
+    if not isinstance(memory, Memory):
+        raise ValueError(f"memory must be None, a core's name ({', '.join(CORES)}) or a "
+                         f"rljax.records.Memory, got {memory!r}")
+    check_core(memory.core)
+    if config.loop.num_envs % config.num_minibatches:
         raise ValueError(f"with memory, minibatches hold whole env sequences: num_minibatches "
                          f"must divide num_envs = {config.loop.num_envs}, got "
                          f"{config.num_minibatches!r}")
+
+
+def upgrade_on_policy_record(data: dict) -> dict:
+    """A saved PPO or PQN run (config.json, a checkpoint manifest's ``run``) as an older
+    rljax wrote it, in today's form: ``memory``, ``memory_size`` and
+    ``memory_reset_every_step`` become one :class:`rljax.records.Memory`, and the agent
+    config's ``total_updates`` (the schedule length in loop updates, None: the run's)
+    becomes the run's ``schedule_steps``."""
+    config = dict(data.get("config") or {})
+    out = dict(data)
+    if ("memory_size" in config or "memory_reset_every_step" in config
+            or isinstance(config.get("memory"), str)):
+        core = config.pop("memory", None)
+        size = config.pop("memory_size", Memory.size)
+        reset = config.pop("memory_reset_every_step", False)
+        config["memory"] = (None if core is None else
+                            {"core": core, "size": size, "reset_every_step": reset})
+    updates = config.pop("total_updates", None)
+    if updates is not None and out.get("schedule_steps") is None:
+        loop = config.get("loop") or config  # records, or the flat names of older runs
+        out["schedule_steps"] = updates * loop["num_envs"] * loop["rollout_len"]
+    out["config"] = config
+    return out
 
 
 class Parallel(NamedTuple):
@@ -189,6 +216,22 @@ class Parallel(NamedTuple):
 
 ONE_DEVICE = Parallel()
 """The default :class:`Parallel`: one device, nothing to average or gather."""
+
+
+class RunLength(NamedTuple):
+    """What an agent may know of the length of the run that trains it, the same record for
+    every ``make_<algo>`` and ``check_run`` (the run layer fills it in from its budget).
+
+    Attributes:
+        updates: loop updates the run makes (its env steps over ``loop.steps_per_update``,
+            rounded up).
+        schedule_updates: loop updates over which schedules tied to the run's length run
+            (a learning rate annealed to 0): ``updates``, or the saved run's on a resume
+            with another budget (``schedule_steps`` of the run).
+    """
+
+    updates: int
+    schedule_updates: int
 
 
 # The rljax agents that take each kind of action space, and those that need flat
@@ -226,13 +269,15 @@ def check_action_space(algo: str, spec: EnvSpec, *, discrete: bool,
 
 
 
-def annealed_learning_rate(lr: float, anneal: bool, total_updates: int | None,
+def annealed_learning_rate(lr: float, anneal: bool, run: RunLength | None,
                            steps_per_update: int) -> optax.Schedule:
     """Learning rate against the optimizer's step count: ``lr``, or with ``anneal``
     ``lr * max(0, 1 - u / total_updates)`` where ``u`` is the loop update the step belongs
-    to (``steps_per_update`` optimizer steps each), as in PPO's reference implementations."""
+    to (``steps_per_update`` optimizer steps each) and ``total_updates`` the run's
+    ``schedule_updates``, as in PPO's reference implementations."""
     if not anneal:
         return lambda count: jnp.asarray(lr, jnp.float32)
+    total_updates = run.schedule_updates
 
     def schedule(count):
         frac = 1.0 - (count // steps_per_update).astype(jnp.float32) / total_updates

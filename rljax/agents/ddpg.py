@@ -42,7 +42,8 @@ import optax
 from flax import struct
 
 from rljax import exploration
-from rljax.agents.base import ONE_DEVICE, Agent, Parallel, Update
+from rljax.agents import run_checks
+from rljax.agents.base import ONE_DEVICE, Agent, Parallel, RunLength, Update
 from rljax.agents.continuous import (
     check_continuous,
     delayed_actor_step,
@@ -322,7 +323,15 @@ def td_error(config: DDPGConfig, spec: EnvSpec, parts: Parts, state: DDPGState,
     return jax.vmap(ddpg_critic_td)(q, transition.reward, transition.discount, q_t)
 
 
-def make_ddpg(config: DDPGConfig, spec: EnvSpec, *, parallel: Parallel = ONE_DEVICE) -> Agent:
+def check_run(config: DDPGConfig, spec: EnvSpec, run: RunLength) -> None:
+    """Refuses settings with which this run would never update a network
+    (:mod:`rljax.agents.run_checks`)."""
+    run_checks.soft_targets(config.tau)
+    run_checks.policy_delay(config.policy_delay, config.loop.grad_steps, run)
+
+
+def make_ddpg(config: DDPGConfig, spec: EnvSpec, *, parallel: Parallel = ONE_DEVICE,
+              run: RunLength | None = None) -> Agent:
     """Builds the DDPG agent for a continuous-action environment.
 
     Args:
@@ -332,6 +341,8 @@ def make_ddpg(config: DDPGConfig, spec: EnvSpec, *, parallel: Parallel = ONE_DEV
             ``grad_transform`` goes before both optimizers, and with ``batch_norm`` its
             ``batch_norm_axis`` gives the gradient steps the whole batch's statistics;
             default: one device.
+        run: the run's length (:class:`rljax.agents.base.RunLength`); no setting
+            of this agent depends on it.
 
     Raises:
         ValueError: if the environment's actions are discrete or not a 1-D box.

@@ -42,7 +42,8 @@ import optax
 from flax import struct
 
 from rljax import exploration, losses, validate
-from rljax.agents.base import ONE_DEVICE, Agent, Parallel, Update, check_action_space
+from rljax.agents import run_checks
+from rljax.agents.base import ONE_DEVICE, Agent, Parallel, RunLength, Update, check_action_space
 from rljax.envs.spec import EnvSpec
 from rljax.gradients import flattened, gradient_step
 from rljax.losses.value_learning import LOSSES
@@ -372,7 +373,16 @@ def td_error(config: DQNConfig, net: Network, state: DQNState,
     return td_errors(config, net, state.params, state.target_params, transition)[0]
 
 
-def make_dqn(config: DQNConfig, spec: EnvSpec, *, parallel: Parallel = ONE_DEVICE) -> Agent:
+def check_run(config: DQNConfig, spec: EnvSpec, run: RunLength) -> None:
+    """Refuses settings with which this run would never update a network
+    (:mod:`rljax.agents.run_checks`)."""
+    run_checks.soft_targets(config.tau)
+    if config.tau is None:
+        run_checks.target_period(config.target_period, run)
+
+
+def make_dqn(config: DQNConfig, spec: EnvSpec, *, parallel: Parallel = ONE_DEVICE,
+             run: RunLength | None = None) -> Agent:
     """Builds the DQN agent for a discrete-action environment.
 
     Args:
@@ -380,6 +390,8 @@ def make_dqn(config: DQNConfig, spec: EnvSpec, *, parallel: Parallel = ONE_DEVIC
         spec: the environment's spec.
         parallel: data-parallel hooks (:class:`rljax.agents.base.Parallel`; its
             ``grad_transform`` goes before the optimizer); default: one device.
+        run: the run's length (:class:`rljax.agents.base.RunLength`); no setting
+            of this agent depends on it.
 
     Raises:
         ValueError: if the environment's actions are continuous.

@@ -12,7 +12,8 @@ minibatch on the clipped surrogate, value loss and entropy bonus
 Discrete actions use a categorical policy; continuous ones a diagonal Gaussian with a
 learned state-independent log-std (:mod:`rljax.agents.ppo_networks`). Frames get the
 Nature CNN torso, flat observations an MLP; actor and critic are separate networks or
-share a torso. With ``memory`` the agent is PPO-RNN (:mod:`rljax.agents.recurrent`).
+share a torso; ``network`` puts a user's torso in place of both
+(:mod:`rljax.networks.torso`). With ``memory`` the agent is PPO-RNN (:mod:`rljax.agents.recurrent`).
 
 Optional companions for continuous control (as in OpenAI Baselines' ``VecNormalize``):
 observations standardized by their running mean and std, and rewards divided by the
@@ -24,25 +25,25 @@ was collected with.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import optax
-from flax import struct
 
-from rljax import normalization, validate
+from rljax import normalization
 from rljax.agents import ppo_networks as heads
+from rljax.agents import run_checks
 from rljax.agents.base import (
     ONE_DEVICE,
     Agent,
     Parallel,
+    RunLength,
     Update,
     check_action_space,
-    check_memory_fields,
 )
+from rljax.agents.ppo_core import PPOConfig, PPOState, policy_params, upgrade_record
 from rljax.agents.ppo_loss import (
     Samples,
     advantages_and_returns,
@@ -50,10 +51,11 @@ from rljax.agents.ppo_loss import (
     scale_rewards,
     updated_obs_stats,
 )
+from rljax.agents.recurrent_ppo import make_recurrent_ppo
 from rljax.envs.spec import EnvSpec
 from rljax.minibatches import minibatch_epochs
 from rljax.networks import core as nets
-from rljax.records import OnPolicyLoop, shape_field
+from rljax.networks.torso import HeadSpec, make_torso_network
 from rljax.types import (
     WHOLE,
     Array,
@@ -66,133 +68,7 @@ from rljax.types import (
     valid_mask,
 )
 
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class PPOConfig:
-    """PPO hyperparameters (defaults: the rljax configuration for CartPole-v1).
-
-    The value loss is the plain squared error: implementations that halve it (CleanRL,
-    Baselines) with a coefficient ``c`` correspond to ``value_coef = c / 2``.
-
-    Learning-rate annealing is linear in loop updates: update ``u`` (from 0) uses
-    ``lr * max(0, 1 - u / total_updates)`` for all of its minibatch steps, as CleanRL
-    does. The run's length is not the agent's to know, so ``total_updates`` (the run's
-    env steps divided by ``loop.steps_per_update``) must be known with ``anneal_lr``: a run
-    (``rljax.run.build``) fills it in when it is None.
-
-    Attributes:
-        loop: the on-policy loop (:class:`rljax.records.OnPolicyLoop`).
-        gamma: discount.
-        gae_lambda: GAE lambda.
-        num_epochs: passes over each rollout.
-        num_minibatches: minibatches per epoch; must divide ``num_envs * rollout_len``.
-        clip_eps: clipping range of the probability ratio.
-        value_clip_eps: clipping range of the value around the rollout's value; None: off.
-        entropy_coef: weight of the entropy bonus.
-        value_coef: weight of the value loss.
-        lr: Adam learning rate.
-        anneal_lr: anneal the learning rate linearly to 0 over ``total_updates``.
-        total_updates: loop updates of the run (needed by ``anneal_lr``).
-        adam_eps: Adam epsilon.
-        max_grad_norm: clip each minibatch gradient to this global norm; None: off.
-        normalize_advantages: standardize advantages within each minibatch.
-        normalize_obs: standardize observations by their running statistics (flat
-            observations only).
-        reward_scaling: divide rewards by the running std of the discounted return.
-        hidden_sizes: MLP layer sizes of the actor and of the critic (flat observations;
-            frames get the Nature CNN).
-        activation: hidden activation name.
-        shared_torso: one torso with policy and value heads; False: separate networks.
-        log_std_init: initial log standard deviation of the Gaussian policy (continuous
-            actions).
-        memory: a recurrent core, "gru" or "lstm" (PPO-RNN, :mod:`rljax.agents.recurrent`);
-            None: feed-forward. With memory the actor and critic share the torso (the
-            first layer of ``hidden_sizes``) and the core, each head has the remaining
-            layers of ``hidden_sizes`` before its output layer, and ``shared_torso`` is
-            ignored; minibatches are whole env sequences (``num_minibatches`` must divide
-            ``num_envs``).
-        memory_size: units of the recurrent core.
-        memory_reset_every_step: reset the core's carry before every step (an ablation:
-            the network keeps its shape but remembers nothing).
-    """
-
-    loop: OnPolicyLoop = OnPolicyLoop(num_envs=32, rollout_len=16)
-    gamma: float = 0.99
-    gae_lambda: float = 0.95
-    num_epochs: int = shape_field(4)
-    num_minibatches: int = shape_field(4)
-    clip_eps: float = 0.2
-    value_clip_eps: float | None = None
-    entropy_coef: float = 0.01
-    value_coef: float = 0.5
-    lr: float = 2.5e-3
-    anneal_lr: bool = False
-    total_updates: int | None = shape_field(None)
-    adam_eps: float = 1e-5
-    max_grad_norm: float | None = 0.5
-    normalize_advantages: bool = True
-    normalize_obs: bool = False
-    reward_scaling: bool = False
-    hidden_sizes: tuple[int, ...] = shape_field((64, 64), network=True)
-    activation: str = "tanh"
-    shared_torso: bool = False
-    log_std_init: float = 0.0
-    memory: str | None = None
-    memory_size: int = shape_field(128)
-    memory_reset_every_step: bool = False
-
-    def __post_init__(self):
-        for name in ("num_epochs", "num_minibatches"):
-            validate.integer(name, getattr(self, name), low=1)
-        validate.integer("total_updates", self.total_updates, low=1,
-                         high=validate.INT32_LIMIT - 1, optional=True,
-                         note=validate.INT32_NOTE)
-        loop = self.loop
-        if loop.steps_per_update % self.num_minibatches:
-            raise ValueError(
-                f"num_minibatches must divide num_envs * rollout_len = {loop.num_envs} * "
-                f"{loop.rollout_len} = {loop.steps_per_update}, got {self.num_minibatches!r}")
-        for name in ("lr", "adam_eps", "clip_eps"):
-            validate.number(name, getattr(self, name), low=0.0, low_open=True)
-        validate.number("value_clip_eps", self.value_clip_eps, low=0.0, low_open=True,
-                        optional=True)
-        validate.number("gamma", self.gamma, low=0.0, high=1.0)
-        validate.number("gae_lambda", self.gae_lambda, low=0.0, high=1.0)
-        validate.number("entropy_coef", self.entropy_coef, low=0.0, high=1e3)
-        validate.number("value_coef", self.value_coef, low=0.0, high=1e3)
-        validate.number("max_grad_norm", self.max_grad_norm, low=1e-12, high=1e12, optional=True)
-        validate.number("log_std_init", self.log_std_init, low=-20.0, high=20.0)
-        validate.sizes("hidden_sizes", self.hidden_sizes)
-        validate.choice("activation", self.activation, tuple(nets.ACTIVATIONS))
-        for name in ("anneal_lr", "normalize_advantages", "normalize_obs", "reward_scaling",
-                     "shared_torso", "memory_reset_every_step"):
-            validate.boolean(name, getattr(self, name))
-        check_memory_fields(self)
-
-    @property
-    def minibatch_size(self) -> int:
-        return self.loop.steps_per_update // self.num_minibatches
-
-
-@struct.dataclass
-class PPOState:
-    """Train state.
-
-    Attributes:
-        params: ``{"actor": ..., "critic": ...}`` or ``{"actor_critic": ...}``, and
-            ``"log_std" [A]`` for continuous actions.
-        opt_state: Adam state.
-        obs_stats: running observation statistics (None without ``normalize_obs``).
-        reward_scaler: per-env discounted returns and their statistics (None without
-            ``reward_scaling``).
-        step: updates done.
-    """
-
-    params: Params
-    opt_state: optax.OptState
-    obs_stats: normalization.RunningStats | None
-    reward_scaler: normalization.RewardScalerState | None
-    step: Array
+__all__ = ["PPOConfig", "PPOState", "make_ppo", "policy_params", "upgrade_record"]
 
 
 class Parts(NamedTuple):
@@ -203,10 +79,19 @@ class Parts(NamedTuple):
     optimizer: optax.GradientTransformation
 
 
-def parts(config: PPOConfig, spec: EnvSpec, parallel: Parallel = ONE_DEVICE) -> Parts:
+def parts(config: PPOConfig, spec: EnvSpec, parallel: Parallel = ONE_DEVICE,
+          run: RunLength | None = None) -> Parts:
     """The networks and optimizer of ``config`` for ``spec``."""
     outputs = heads.num_outputs(spec)
-    optimizer = heads.optimizer(config, parallel)
+    optimizer = heads.optimizer(config, parallel, run)
+    if config.network is not None:  # the user's torso with PPO's output layers
+        policy_head, value_head = HeadSpec(outputs, 0.01), HeadSpec(1, 1.0, squeeze=True)
+        if config.shared_torso:
+            return Parts(make_torso_network(config.network, spec.obs_shape,
+                                            (policy_head, value_head)), None, optimizer)
+        return Parts(make_torso_network(config.network, spec.obs_shape, (policy_head,)),
+                     make_torso_network(config.network, spec.obs_shape, (value_head,)),
+                     optimizer)
     if config.shared_torso:
         return Parts(nets.make_actor_critic(spec.obs_shape, outputs, config.hidden_sizes,
                                             config.activation), None, optimizer)
@@ -253,11 +138,6 @@ def policy(config: PPOConfig, spec: EnvSpec, parts: Parts, params: Params,
     ``params`` as :func:`policy_params` gives them."""
     head, _ = forward(parts, params["net"], heads.prepare(config, params["obs_stats"], obs))
     return heads.most_likely(spec, head)
-
-
-def policy_params(state: PPOState) -> dict[str, Any]:
-    """What :func:`policy` needs: the networks and the observation statistics."""
-    return {"net": state.params, "obs_stats": state.obs_stats}
 
 
 def minibatch_loss(config: PPOConfig, spec: EnvSpec, parts: Parts, params: Params,
@@ -309,11 +189,21 @@ def update(config: PPOConfig, spec: EnvSpec, parts: Parts, split: Split, state: 
                            reward_scaler=scaler, step=state.step + 1), metrics)
 
 
+def gradient_steps(config: PPOConfig) -> tuple[int, int, str]:
+    """Gradient steps per loop update, samples per step, and the fields that set them."""
+    return (config.num_epochs * config.num_minibatches, config.minibatch_size,
+            "num_epochs x num_minibatches")
+
+
+def check_run(config: PPOConfig, spec: EnvSpec, run: RunLength) -> None:
+    """The settings that depend on the run: a learning rate annealed to 0 before the run
+    ends is said in one warning."""
+    del spec
+    run_checks.annealed_early(config.anneal_lr, run)
+
+
 def check(config: PPOConfig, spec: EnvSpec) -> None:
     """The checks of :func:`make_ppo` (feed-forward and recurrent)."""
-    if config.anneal_lr and config.total_updates is None:
-        raise ValueError("anneal_lr needs total_updates (the run's env steps divided by "
-                         "num_envs * rollout_len; a run fills it in), got total_updates=None")
     if config.normalize_obs and spec.is_image:
         raise ValueError(f"normalize_obs standardizes flat observations, but {spec.task_id} "
                          f"gives frames of shape {spec.obs_shape}; set normalize_obs=false")
@@ -321,7 +211,8 @@ def check(config: PPOConfig, spec: EnvSpec) -> None:
         check_action_space("PPO", spec, discrete=False)
 
 
-def make_ppo(config: PPOConfig, spec: EnvSpec, *, parallel: Parallel = ONE_DEVICE) -> Agent:
+def make_ppo(config: PPOConfig, spec: EnvSpec, *, parallel: Parallel = ONE_DEVICE,
+             run: RunLength | None = None) -> Agent:
     """Builds the PPO agent (PPO-RNN with ``config.memory``).
 
     Args:
@@ -332,17 +223,19 @@ def make_ppo(config: PPOConfig, spec: EnvSpec, *, parallel: Parallel = ONE_DEVIC
             ``grad_transform`` goes before the optimizer, and through its ``split`` the
             running observation and reward statistics are every shard's envs'. Default:
             one device.
+        run: the run's length (:class:`rljax.agents.base.RunLength`), which ``anneal_lr``
+            needs; None: an agent outside a run.
 
     Raises:
-        ValueError: for ``normalize_obs`` with frame observations, or continuous actions
-            that are not a vector.
+        ValueError: for ``normalize_obs`` with frame observations, continuous actions
+            that are not a vector, ``anneal_lr`` without ``run``, or a ``network`` whose
+            torso does not map observations ``[B, *obs_shape]`` to features ``[B, F]``.
     """
     check(config, spec)
+    run_checks.needs_run("PPO", config.anneal_lr, run)
     if config.memory is not None:
-        from rljax.agents.recurrent_ppo import make_recurrent_ppo
-
-        return make_recurrent_ppo(config, spec, parallel=parallel)
-    built = parts(config, spec, parallel)
+        return make_recurrent_ppo(config, spec, parallel=parallel, run=run)
+    built = parts(config, spec, parallel, run)
     return Agent(
         init=functools.partial(init, config, spec, built),
         act=functools.partial(act, config, spec, built),

@@ -24,7 +24,7 @@ from rljax.agents.ppo_networks import NORMALIZATION_CLIP
 from rljax.types import WHOLE, Array, Metrics, Rollout, Split
 
 if TYPE_CHECKING:
-    from rljax.agents.ppo import PPOConfig
+    from rljax.agents.ppo_core import PPOConfig
 
 
 def advantages_and_returns(config: PPOConfig, reward: Array, batch: Rollout,

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import optax
 
 from rljax import normalization
-from rljax.agents.base import Parallel, annealed_learning_rate
+from rljax.agents.base import Parallel, RunLength, annealed_learning_rate
 from rljax.envs.spec import EnvSpec
 from rljax.gradients import flattened
 from rljax.networks.distributions import (
@@ -29,7 +29,7 @@ from rljax.networks.gaussian import gaussian_entropy, gaussian_log_prob, gaussia
 from rljax.types import Array, Params, PRNGKey
 
 if TYPE_CHECKING:
-    from rljax.agents.ppo import PPOConfig
+    from rljax.agents.ppo_core import PPOConfig
 
 # Bound on standardized observations and on scaled rewards.
 NORMALIZATION_CLIP = 10.0
@@ -40,18 +40,19 @@ def num_outputs(spec: EnvSpec) -> int:
     return spec.num_actions if spec.discrete else spec.action_shape[0]
 
 
-def learning_rate(config: PPOConfig) -> optax.Schedule:
+def learning_rate(config: PPOConfig, run: RunLength | None) -> optax.Schedule:
     """The learning rate as a function of the optimizer's step count (minibatch steps)."""
-    return annealed_learning_rate(config.lr, config.anneal_lr, config.total_updates,
+    return annealed_learning_rate(config.lr, config.anneal_lr, run,
                                   config.num_epochs * config.num_minibatches)
 
 
-def optimizer(config: PPOConfig, parallel: Parallel) -> optax.GradientTransformation:
+def optimizer(config: PPOConfig, parallel: Parallel,
+              run: RunLength | None = None) -> optax.GradientTransformation:
     """Adam (after global-norm clipping) with the parallel gradient transformation first."""
     clip = [optax.clip_by_global_norm(config.max_grad_norm)] if config.max_grad_norm else []
     # One flat vector: a handful of kernels per step instead of several per parameter array.
-    return parallel.optimizer(
-        flattened(optax.chain(*clip, optax.adam(learning_rate(config), eps=config.adam_eps))))
+    return parallel.optimizer(flattened(optax.chain(
+        *clip, optax.adam(learning_rate(config, run), eps=config.adam_eps))))
 
 
 def example_obs(config: PPOConfig, spec: EnvSpec) -> Array:

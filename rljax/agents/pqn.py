@@ -21,32 +21,39 @@ Epsilon is a piecewise-linear schedule in loop updates, as DQN's
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import optax
-from flax import struct
 
-from rljax import exploration, losses, validate
+from rljax import exploration, losses
+from rljax.agents import run_checks
 from rljax.agents.base import (
     ONE_DEVICE,
     Agent,
     Parallel,
+    RunLength,
     Update,
-    annealed_learning_rate,
     check_action_space,
-    check_memory_fields,
 )
+from rljax.agents.pqn_core import (
+    OPTIMIZERS,
+    PQNConfig,
+    PQNState,
+    Samples,
+    epsilon_schedule,
+    optimizer,
+    q_lambda_loss,
+    upgrade_record,
+)
+from rljax.agents.recurrent_pqn import make_recurrent_pqn
 from rljax.envs.spec import EnvSpec
 from rljax.minibatches import minibatch_epochs
-from rljax.networks.conv import METHODS as CONV_METHODS
-from rljax.networks.core import ACTIVATIONS, Network
-from rljax.networks.distributions import take_action
+from rljax.networks.core import Network
 from rljax.networks.layer_norm import make_layer_norm_q_network
-from rljax.records import OnPolicyLoop, shape_field
+from rljax.networks.torso import HeadSpec, make_torso_network
 from rljax.types import (
     Array,
     Metrics,
@@ -57,130 +64,8 @@ from rljax.types import (
     next_values,
     valid_mask,
 )
-from rljax.validate import Schedule
 
-OPTIMIZERS = ("radam", "adam")
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class PQNConfig:
-    """PQN hyperparameters (defaults: the rljax configuration for CartPole-v1).
-
-    The paper's public configurations (purejaxql), for reference:
-
-    * CartPole-v1: 32 envs x 64 steps, 4 epochs x 16 minibatches, two LayerNorm layers
-      of 256 units, RAdam lr 1e-4 annealed linearly to 0, max grad norm 10, gamma 0.99,
-      lambda 0.95, rewards scaled by 0.1, epsilon 1 -> 0.2 over the first 20% of the
-      updates (500k env steps);
-    * Atari (10M env steps = 40M frames): 128 envs x 32 steps, 2 epochs x 32 minibatches,
-      the Nature CNN with LayerNorm, RAdam lr 2.5e-4 (constant), max grad norm 10,
-      gamma 0.99, lambda 0.65, epsilon 1 -> 0.001 over the first 10% of the updates
-      (``((0, 1.0), (244, 0.001))``), rewards clipped and life loss as episode end.
-
-    Learning-rate annealing is linear in loop updates: update ``u`` (from 0) uses
-    ``lr * max(0, 1 - u / total_updates)``; ``total_updates`` (the run's env steps
-    divided by ``loop.steps_per_update``) must be known with ``anneal_lr``: a run
-    (``rljax.run.build``) fills it in when it is None.
-
-    Attributes:
-        loop: the on-policy loop (:class:`rljax.records.OnPolicyLoop`).
-        gamma: discount.
-        q_lambda: lambda of the Q(lambda) targets (0: one-step Q-learning targets).
-        num_epochs: passes over each rollout.
-        num_minibatches: minibatches per epoch; must divide ``num_envs * rollout_len``.
-        epsilon: epsilon-greedy schedule ``((update, value), ...)``.
-        reward_scale: rewards are multiplied by it before the targets.
-        optimizer: "radam" (the paper's) or "adam".
-        lr: learning rate.
-        anneal_lr: anneal the learning rate linearly to 0 over ``total_updates``.
-        total_updates: loop updates of the run (needed by ``anneal_lr``).
-        adam_eps: (R)Adam epsilon. The CartPole presets use 1e-3: at the default, once a
-            seed has converged its noise gradients still move every parameter by about
-            ``lr`` per step, and the greedy policy drifts (docs/results.md).
-        max_grad_norm: clip each minibatch gradient to this global norm; None: off.
-        hidden_sizes: MLP layer sizes (flat observations; frames get the Nature CNN).
-        activation: hidden activation name of the MLP.
-        layer_norm: LayerNorm before every hidden nonlinearity (False for ablations).
-        conv_method: the Nature CNN's convolutions (frames only), "matmul" or "xla".
-        memory: a recurrent core, "gru" or "lstm" (PQN-RNN, :mod:`rljax.agents.recurrent`);
-            None: feed-forward. With memory the LayerNorm torso (``hidden_sizes``) feeds
-            the core and a linear layer on the core gives the Q-values; minibatches are
-            whole env sequences (``num_minibatches`` must divide ``num_envs``).
-        memory_size: units of the recurrent core.
-        memory_reset_every_step: reset the core's carry before every step (an ablation:
-            the network keeps its shape but remembers nothing).
-    """
-
-    loop: OnPolicyLoop = OnPolicyLoop(num_envs=32, rollout_len=16)
-    gamma: float = 0.99
-    q_lambda: float = 0.95
-    num_epochs: int = shape_field(4)
-    num_minibatches: int = shape_field(4)
-    epsilon: Schedule = ((0, 1.0), (50, 0.05), (150, 0.01))
-    reward_scale: float = 0.1
-    optimizer: str = "radam"
-    lr: float = 1e-3
-    anneal_lr: bool = False
-    total_updates: int | None = shape_field(None)
-    adam_eps: float = 1e-8
-    max_grad_norm: float | None = 10.0
-    hidden_sizes: tuple[int, ...] = shape_field((128, 128), network=True)
-    activation: str = "relu"
-    layer_norm: bool = True
-    conv_method: str = "matmul"
-    memory: str | None = None
-    memory_size: int = shape_field(128)
-    memory_reset_every_step: bool = False
-
-    def __post_init__(self):
-        for name in ("num_epochs", "num_minibatches"):
-            validate.integer(name, getattr(self, name), low=1)
-        validate.integer("total_updates", self.total_updates, low=1,
-                         high=validate.INT32_LIMIT - 1, optional=True,
-                         note=validate.INT32_NOTE)
-        loop = self.loop
-        if loop.steps_per_update % self.num_minibatches:
-            raise ValueError(
-                f"num_minibatches must divide num_envs * rollout_len = {loop.num_envs} * "
-                f"{loop.rollout_len} = {loop.steps_per_update}, got {self.num_minibatches!r}")
-        for name in ("lr", "adam_eps"):
-            validate.number(name, getattr(self, name), low=0.0, low_open=True)
-        validate.number("gamma", self.gamma, low=0.0, high=1.0)
-        validate.number("q_lambda", self.q_lambda, low=0.0, high=1.0)
-        validate.number("reward_scale", self.reward_scale, low=0.0, high=1e6, low_open=True)
-        validate.number("max_grad_norm", self.max_grad_norm, low=1e-12, high=1e12, optional=True)
-        validate.sizes("hidden_sizes", self.hidden_sizes)
-        validate.choice("activation", self.activation, tuple(ACTIVATIONS))
-        validate.choice("optimizer", self.optimizer, OPTIMIZERS)
-        validate.choice("conv_method", self.conv_method, CONV_METHODS)
-        for name in ("anneal_lr", "layer_norm", "memory_reset_every_step"):
-            validate.boolean(name, getattr(self, name))
-        check_memory_fields(self)
-        validate.schedule("epsilon", self.epsilon, low=0.0, high=1.0)
-
-
-def epsilon_schedule(config: PQNConfig) -> optax.Schedule:
-    """Epsilon as a function of the loop update count."""
-    return exploration.piecewise_linear(config.epsilon)
-
-
-@struct.dataclass
-class PQNState:
-    """Train state.
-
-    Attributes:
-        params: Q-network variables.
-        opt_state: optimizer state.
-        step: updates done.
-        update_step: loop update the exploring policy last acted in (for the epsilon
-            metric).
-    """
-
-    params: Params
-    opt_state: optax.OptState
-    step: Array
-    update_step: Array
-
+__all__ = ["OPTIMIZERS", "PQNConfig", "PQNState", "make_pqn", "upgrade_record"]
 
 class Parts(NamedTuple):
     """PQN's network and optimizer, built once by :func:`make_pqn`, and the env's time
@@ -193,28 +78,12 @@ class Parts(NamedTuple):
 
 def network(config: PQNConfig, spec: EnvSpec) -> Network:
     """The Q-network of ``config`` for ``spec``."""
+    if config.network is not None:  # the user's torso and a linear Q-value layer
+        return make_torso_network(config.network, spec.obs_shape,
+                                  (HeadSpec(spec.num_actions, None),))
     return make_layer_norm_q_network(spec.obs_shape, spec.num_actions, config.hidden_sizes,
                                      activation=config.activation, layer_norm=config.layer_norm,
                                      conv_method=config.conv_method)
-
-
-def learning_rate(config: PQNConfig) -> optax.Schedule:
-    """The learning rate as a function of the optimizer's step count (minibatch steps)."""
-    return annealed_learning_rate(config.lr, config.anneal_lr, config.total_updates,
-                                  config.num_epochs * config.num_minibatches)
-
-
-def optimizer(config: PQNConfig, parallel: Parallel = ONE_DEVICE
-              ) -> optax.GradientTransformation:
-    """The optimizer of ``config`` (also PQN-RNN's), after the parallel transformation."""
-    clip = [optax.clip_by_global_norm(config.max_grad_norm)] if config.max_grad_norm else []
-    make = optax.radam if config.optimizer == "radam" else optax.adam
-    # One array per parameter, not optax.flatten: the flat vector made each minibatch step
-    # of the MinAtar preset 13% slower on XLA:CPU (its elementwise optimizer kernels over
-    # one odd-length vector); CartPole-sized networks time the same either way
-    # (docs/benchmarks.md, "PQN's optimizer state").
-    return parallel.optimizer(
-        optax.chain(*clip, make(learning_rate(config), eps=config.adam_eps)))
 
 
 def init(spec: EnvSpec, parts: Parts, key: PRNGKey) -> PQNState:
@@ -264,25 +133,6 @@ def targets(config: PQNConfig, net: Network, params: Params, batch: Rollout,
         batch.reward.astype(jnp.float32) * config.reward_scale, discount, end, q_t)
 
 
-class Samples(NamedTuple):
-    """Per-sample data of an update, ``[T, B, ...]`` (or one minibatch's ``[N, ...]``)."""
-
-    obs: Array
-    action: Array
-    target: Array
-    valid: Array | None
-
-
-def q_lambda_loss(q: Array, data: Samples) -> tuple[Array, Metrics]:
-    """``0.5 (Q(s, a) - G)^2`` averaged over the valid samples, from the Q-values ``q
-    [..., A]`` of ``data.obs`` (shared by PQN and PQN-RNN); ``(loss, metrics)``."""
-    q_a = take_action(q, data.action, 0.0)
-    td = jax.lax.stop_gradient(data.target) - q_a
-    loss = losses.masked_mean(0.5 * jnp.square(td), data.valid)
-    return loss, {"loss": loss, "q_mean": losses.masked_mean(q_a, data.valid),
-                  "td_abs": losses.masked_mean(jnp.abs(td), data.valid)}
-
-
 def minibatch_loss(net: Network, params: Params, minibatch: Samples) -> tuple[Array, Metrics]:
     """:func:`q_lambda_loss` on a minibatch ``[N]``."""
     return q_lambda_loss(net.apply(params, minibatch.obs), minibatch)
@@ -305,7 +155,22 @@ def update(config: PQNConfig, parts: Parts, state: PQNState, batch: Rollout,
                   metrics)
 
 
-def make_pqn(config: PQNConfig, spec: EnvSpec, *, parallel: Parallel = ONE_DEVICE) -> Agent:
+def gradient_steps(config: PQNConfig) -> tuple[int, int, str]:
+    """Gradient steps per loop update, samples per step, and the fields that set them."""
+    return (config.num_epochs * config.num_minibatches,
+            config.loop.steps_per_update // config.num_minibatches,
+            "num_epochs x num_minibatches")
+
+
+def check_run(config: PQNConfig, spec: EnvSpec, run: RunLength) -> None:
+    """The settings that depend on the run: a learning rate annealed to 0 before the run
+    ends is said in one warning."""
+    del spec
+    run_checks.annealed_early(config.anneal_lr, run)
+
+
+def make_pqn(config: PQNConfig, spec: EnvSpec, *, parallel: Parallel = ONE_DEVICE,
+             run: RunLength | None = None) -> Agent:
     """Builds the PQN agent for a discrete-action environment.
 
     Args:
@@ -314,19 +179,20 @@ def make_pqn(config: PQNConfig, spec: EnvSpec, *, parallel: Parallel = ONE_DEVIC
         parallel: data-parallel hooks (:class:`rljax.agents.base.Parallel`): its
             ``grad_transform`` goes before the optimizer; its ``split`` lets an agent with
             memory see every env's carry. Default: one device.
+        run: the run's length (:class:`rljax.agents.base.RunLength`), which ``anneal_lr``
+            needs; None: an agent outside a run.
 
     Raises:
-        ValueError: if the environment's actions are continuous.
+        ValueError: if the environment's actions are continuous, for ``anneal_lr``
+            without ``run``, or a ``network`` whose torso does not map observations
+            ``[B, *obs_shape]`` to features ``[B, F]``.
     """
-    if config.anneal_lr and config.total_updates is None:
-        raise ValueError("anneal_lr needs total_updates (the run's env steps divided by "
-                         "num_envs * rollout_len; a run fills it in), got total_updates=None")
     check_action_space("PQN", spec, discrete=True)
+    run_checks.needs_run("PQN", config.anneal_lr, run)
     if config.memory is not None:
-        from rljax.agents.recurrent_pqn import make_recurrent_pqn
-
-        return make_recurrent_pqn(config, spec, parallel=parallel)
-    built = Parts(network(config, spec), optimizer(config, parallel), spec.max_episode_steps)
+        return make_recurrent_pqn(config, spec, parallel=parallel, run=run)
+    built = Parts(network(config, spec), optimizer(config, parallel, run),
+                  spec.max_episode_steps)
     return Agent(
         init=functools.partial(init, spec, built),
         act=functools.partial(act, config, built.net),

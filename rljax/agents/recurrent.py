@@ -2,7 +2,7 @@
 (:mod:`rljax.agents.recurrent_pqn`), the ``memory`` option of PPO and PQN, and the
 machinery they share.
 
-The network is torso -> recurrent core (GRU or LSTM) -> heads
+The network is torso -> recurrent core (GRU, LSTM, simple RNN) -> heads
 (:mod:`rljax.networks.recurrent`), and the memory travels through the ordinary agent
 contract:
 
@@ -11,7 +11,7 @@ contract:
   it. It is part of every checkpoint, and of every member of a vmapped run.
 * **act**: ``act(state, obs, key, step, new_episode)`` resets the carry of the envs whose
   previous step ended an episode (``new_episode``; every env with
-  ``memory_reset_every_step``), steps the core and acts on its output. Beside the
+  ``memory.reset_every_step``), steps the core and acts on its output. Beside the
   feed-forward agent's extras it returns ``extras["hidden"]``, the carry the step started
   from (before the reset), and ``extras["new_episode"]``: the loop stores both in
   ``Rollout.extras`` (``[T, B, ...]``).
@@ -72,7 +72,7 @@ class RecurrentState:
 
 def resets(config: Any, new_episode: Array) -> Array:
     """Where the carry is reset before a step: where an episode began, or everywhere."""
-    if config.memory_reset_every_step:
+    if config.memory.reset_every_step:
         return jnp.ones_like(new_episode, bool)
     return new_episode.astype(bool)
 
@@ -115,7 +115,7 @@ def next_values(config: Any, net: RecurrentNetwork, params: Params, batch: Rollo
     ``time_limit`` 0: on every step, and ``values`` is not read.
     """
     after = carries_after(batch, final_hidden)
-    if config.memory_reset_every_step:
+    if config.memory.reset_every_step:
         after = reset_carry(after, jnp.ones(batch.reward.shape, bool))
     after, obs_next = jax.tree.map(flat_steps, after), flat_steps(obs_next)
 

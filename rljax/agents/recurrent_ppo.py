@@ -1,6 +1,6 @@
 """PPO-RNN: PPO (:mod:`rljax.agents.ppo`) with a recurrent core, ``config.memory`` set.
 
-The network is torso (the first of ``hidden_sizes``) -> GRU or LSTM core -> actor and
+The network is torso (the first of ``hidden_sizes``) -> recurrent core -> actor and
 critic heads (the rest of ``hidden_sizes``, then the output layer); the memory travels
 through the agent contract as :mod:`rljax.agents.recurrent` describes, and minibatches
 are whole env sequences.
@@ -18,13 +18,14 @@ import optax
 from rljax import losses
 from rljax.agents import ppo_networks as heads
 from rljax.agents import recurrent
-from rljax.agents.base import ONE_DEVICE, Agent, Parallel, Update
-from rljax.agents.ppo import PPOConfig, PPOState, policy_params
+from rljax.agents.base import ONE_DEVICE, Agent, Parallel, RunLength, Update
+from rljax.agents.ppo_core import PPOConfig, PPOState, policy_params
 from rljax.agents.ppo_loss import loss_terms, scale_rewards, updated_obs_stats
 from rljax.agents.recurrent import RecurrentState, resets
 from rljax.envs.spec import EnvSpec
 from rljax.minibatches import minibatch_epochs
-from rljax.networks.recurrent import HeadSpec, RecurrentNetwork, make_recurrent_network
+from rljax.networks.recurrent import RecurrentNetwork, make_recurrent_network
+from rljax.networks.torso import HeadSpec
 from rljax.types import WHOLE, Array, Metrics, Params, PRNGKey, Rollout, Split, next_obs
 
 
@@ -39,9 +40,10 @@ def network(config: PPOConfig, spec: EnvSpec) -> RecurrentNetwork:
     """Torso (the first of ``hidden_sizes``) -> core -> actor and critic heads (the rest of
     ``hidden_sizes``, then the output layer)."""
     return make_recurrent_network(
-        spec.obs_shape, config.memory, config.memory_size, config.hidden_sizes[:1],
+        spec.obs_shape, config.memory.core, config.memory.size, config.hidden_sizes[:1],
         (HeadSpec(heads.num_outputs(spec), 0.01), HeadSpec(1, 1.0, squeeze=True)),
-        head_sizes=config.hidden_sizes[1:], activation=config.activation)
+        head_sizes=config.hidden_sizes[1:], activation=config.activation,
+        network=config.network)
 
 
 def init(config: PPOConfig, spec: EnvSpec, parts: Parts, key: PRNGKey) -> RecurrentState:
@@ -143,10 +145,10 @@ def update(config: PPOConfig, spec: EnvSpec, parts: Parts, split: Split,
     return Update(state.replace(learner=learner), metrics)
 
 
-def make_recurrent_ppo(config: PPOConfig, spec: EnvSpec, *,
-                       parallel: Parallel = ONE_DEVICE) -> Agent:
+def make_recurrent_ppo(config: PPOConfig, spec: EnvSpec, *, parallel: Parallel = ONE_DEVICE,
+                       run: RunLength | None = None) -> Agent:
     """PPO-RNN (``config.memory`` set); :func:`rljax.agents.ppo.make_ppo` builds it."""
-    built = Parts(network(config, spec), heads.optimizer(config, parallel))
+    built = Parts(network(config, spec), heads.optimizer(config, parallel, run))
     return Agent(
         init=functools.partial(init, config, spec, built),
         act=functools.partial(act, config, spec, built.net),

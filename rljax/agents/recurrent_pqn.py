@@ -1,6 +1,6 @@
 """PQN-RNN: PQN (:mod:`rljax.agents.pqn`) with a recurrent core, ``config.memory`` set.
 
-The network is a LayerNorm torso (``hidden_sizes``) -> GRU or LSTM core -> linear
+The network is a LayerNorm torso (``hidden_sizes``) -> recurrent core -> linear
 Q-values; the memory travels through the agent contract as :mod:`rljax.agents.recurrent`
 describes, and minibatches are whole env sequences.
 """
@@ -16,12 +16,19 @@ import optax
 
 from rljax import exploration, losses
 from rljax.agents import recurrent
-from rljax.agents.base import ONE_DEVICE, Agent, Parallel, Update
-from rljax.agents.pqn import PQNConfig, PQNState, epsilon_schedule, optimizer, q_lambda_loss
+from rljax.agents.base import ONE_DEVICE, Agent, Parallel, RunLength, Update
+from rljax.agents.pqn_core import (
+    PQNConfig,
+    PQNState,
+    epsilon_schedule,
+    optimizer,
+    q_lambda_loss,
+)
 from rljax.agents.recurrent import RecurrentState, resets
 from rljax.envs.spec import EnvSpec
 from rljax.minibatches import minibatch_epochs
-from rljax.networks.recurrent import HeadSpec, RecurrentNetwork, make_recurrent_network
+from rljax.networks.recurrent import RecurrentNetwork, make_recurrent_network
+from rljax.networks.torso import HeadSpec
 from rljax.types import WHOLE, Array, Metrics, Params, PRNGKey, Rollout, Split, next_obs
 
 
@@ -37,9 +44,10 @@ class Parts(NamedTuple):
 def network(config: PQNConfig, spec: EnvSpec) -> RecurrentNetwork:
     """LayerNorm torso (``hidden_sizes``) -> core -> linear Q-values."""
     return make_recurrent_network(
-        spec.obs_shape, config.memory, config.memory_size, config.hidden_sizes,
+        spec.obs_shape, config.memory.core, config.memory.size, config.hidden_sizes,
         (HeadSpec(spec.num_actions, 1.0),), activation=config.activation,
-        layer_norm=config.layer_norm, conv_method=config.conv_method)
+        layer_norm=config.layer_norm, conv_method=config.conv_method,
+        network=config.network)
 
 
 def init(config: PQNConfig, spec: EnvSpec, parts: Parts, key: PRNGKey) -> RecurrentState:
@@ -126,10 +134,11 @@ def update(config: PQNConfig, parts: Parts, split: Split, state: RecurrentState,
     return Update(state.replace(learner=learner), metrics)
 
 
-def make_recurrent_pqn(config: PQNConfig, spec: EnvSpec, *,
-                       parallel: Parallel = ONE_DEVICE) -> Agent:
+def make_recurrent_pqn(config: PQNConfig, spec: EnvSpec, *, parallel: Parallel = ONE_DEVICE,
+                       run: RunLength | None = None) -> Agent:
     """PQN-RNN (``config.memory`` set); :func:`rljax.agents.pqn.make_pqn` builds it."""
-    built = Parts(network(config, spec), optimizer(config, parallel), spec.max_episode_steps)
+    built = Parts(network(config, spec), optimizer(config, parallel, run),
+                  spec.max_episode_steps)
     return Agent(
         init=functools.partial(init, config, spec, built),
         act=functools.partial(act, config, built.net),

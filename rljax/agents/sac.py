@@ -52,7 +52,8 @@ import optax
 from flax import struct
 
 from rljax import validate
-from rljax.agents.base import ONE_DEVICE, Agent, Parallel, Update
+from rljax.agents import run_checks
+from rljax.agents.base import ONE_DEVICE, Agent, Parallel, RunLength, Update
 from rljax.agents.continuous import (
     adam,
     bounds,
@@ -293,7 +294,15 @@ def td_error(config: SACConfig, spec: EnvSpec, parts: Parts, state: SACState,
     return critic_target(config, spec, parts, state, transition) - q1
 
 
-def make_sac(config: SACConfig, spec: EnvSpec, *, parallel: Parallel = ONE_DEVICE) -> Agent:
+def check_run(config: SACConfig, spec: EnvSpec, run: RunLength) -> None:
+    """Refuses settings with which this run would never update a network
+    (:mod:`rljax.agents.run_checks`)."""
+    run_checks.soft_targets(config.tau)
+    run_checks.target_entropy(config.target_entropy, spec)
+
+
+def make_sac(config: SACConfig, spec: EnvSpec, *, parallel: Parallel = ONE_DEVICE,
+             run: RunLength | None = None) -> Agent:
     """Builds the SAC agent for a continuous-action environment.
 
     Args:
@@ -302,6 +311,8 @@ def make_sac(config: SACConfig, spec: EnvSpec, *, parallel: Parallel = ONE_DEVIC
         parallel: data-parallel hooks (:class:`rljax.agents.base.Parallel`; its
             ``grad_transform`` goes before each of the three optimizers); default: one
             device.
+        run: the run's length (:class:`rljax.agents.base.RunLength`); no setting
+            of this agent depends on it.
 
     Raises:
         ValueError: if the environment's actions are discrete or not a 1-D box.

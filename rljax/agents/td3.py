@@ -53,7 +53,8 @@ import optax
 from flax import struct
 
 from rljax import exploration, validate
-from rljax.agents.base import ONE_DEVICE, Agent, Parallel, Update
+from rljax.agents import run_checks
+from rljax.agents.base import ONE_DEVICE, Agent, Parallel, RunLength, Update
 from rljax.agents.continuous import (
     adam,
     bounds,
@@ -250,7 +251,15 @@ def td_error(config: TD3Config, spec: EnvSpec, parts: Parts, state: TD3State,
     return critic_target(config, spec, parts, state, transition) - q1
 
 
-def make_td3(config: TD3Config, spec: EnvSpec, *, parallel: Parallel = ONE_DEVICE) -> Agent:
+def check_run(config: TD3Config, spec: EnvSpec, run: RunLength) -> None:
+    """Refuses settings with which this run would never update a network
+    (:mod:`rljax.agents.run_checks`)."""
+    run_checks.soft_targets(config.tau)
+    run_checks.policy_delay(config.policy_delay, config.loop.grad_steps, run)
+
+
+def make_td3(config: TD3Config, spec: EnvSpec, *, parallel: Parallel = ONE_DEVICE,
+             run: RunLength | None = None) -> Agent:
     """Builds the TD3 agent for a continuous-action environment.
 
     Args:
@@ -258,6 +267,8 @@ def make_td3(config: TD3Config, spec: EnvSpec, *, parallel: Parallel = ONE_DEVIC
         spec: the environment's spec.
         parallel: data-parallel hooks (:class:`rljax.agents.base.Parallel`; its
             ``grad_transform`` goes before both optimizers); default: one device.
+        run: the run's length (:class:`rljax.agents.base.RunLength`); no setting
+            of this agent depends on it.
 
     Raises:
         ValueError: if the environment's actions are discrete or not a 1-D box.

@@ -21,25 +21,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from rljax.losses.checks import concrete, same_shape
 from rljax.types import Array, ArrayLike, PRNGKey
 
-
-def _concrete(value: Any) -> np.ndarray | None:
-    """``value`` as a NumPy array, or None when it is traced (not known until run time)."""
-    try:
-        return np.asarray(value)
-    except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
-        return None
-
-
-def _same_shape(fn: str, **arrays: ArrayLike) -> list[Array]:
-    out = [jnp.asarray(x) for x in arrays.values()]
-    shapes = {name: x.shape for name, x in zip(arrays, out, strict=True)}
-    if len(set(shapes.values())) != 1:
-        raise ValueError(f"{fn}: {', '.join(shapes)} must all have the same shape ([] for one "
-                         "transition, [B] for a batch), got "
-                         + ", ".join(f"{k} {v}" for k, v in shapes.items()))
-    return out
+# Shapes the transition arguments take.
+_ONE_OR_BATCH = " ([] for one transition, [B] for a batch)"
 
 
 def _scalar(fn: str, name: str, x: ArrayLike) -> Array:
@@ -50,7 +36,7 @@ def _scalar(fn: str, name: str, x: ArrayLike) -> Array:
 
 
 def _check_nonnegative(fn: str, name: str, x: ArrayLike) -> None:
-    array = _concrete(x)
+    array = concrete(x)
     if array is not None and not np.all(array >= 0):
         raise ValueError(f"{fn}: {name} must be >= 0, got {x!r}")
 
@@ -72,8 +58,8 @@ def clipped_double_q_target(r_t: ArrayLike, discount_t: ArrayLike, q1_t: ArrayLi
     Returns:
         Target, same shape, under ``stop_gradient``.
     """
-    r_t, discount_t, q1_t, q2_t = _same_shape(
-        "clipped_double_q_target", r_t=r_t, discount_t=discount_t, q1_t=q1_t, q2_t=q2_t)
+    r_t, discount_t, q1_t, q2_t = same_shape("clipped_double_q_target", _ONE_OR_BATCH, r_t=r_t,
+                                             discount_t=discount_t, q1_t=q1_t, q2_t=q2_t)
     return jax.lax.stop_gradient(r_t + discount_t * jnp.minimum(q1_t, q2_t))
 
 
@@ -122,7 +108,7 @@ def _bounds(fn: str, low: ArrayLike, high: ArrayLike, shape: tuple[int, ...],
         if bound_shape not in ((), shape[-1:]):
             raise ValueError(f"{fn}: {name} must be a scalar or [A] = {shape[-1:]}, got shape "
                              f"{bound_shape}")
-    low_np, high_np = _concrete(low), _concrete(high)
+    low_np, high_np = concrete(low), concrete(high)
     if low_np is not None and high_np is not None and not np.all(low_np <= high_np):
         raise ValueError(f"{fn}: low must be <= high, got low {low!r}, high {high!r}")
     return jnp.asarray(low, dtype), jnp.asarray(high, dtype)
@@ -149,8 +135,8 @@ def sac_critic_target(r_t: ArrayLike, discount_t: ArrayLike, q1_t: ArrayLike, q2
         Target, same shape, under ``stop_gradient``.
     """
     fn = "sac_critic_target"
-    r_t, discount_t, q1_t, q2_t, next_log_prob_t = _same_shape(
-        fn, r_t=r_t, discount_t=discount_t, q1_t=q1_t, q2_t=q2_t,
+    r_t, discount_t, q1_t, q2_t, next_log_prob_t = same_shape(
+        fn, _ONE_OR_BATCH, r_t=r_t, discount_t=discount_t, q1_t=q1_t, q2_t=q2_t,
         next_log_prob_t=next_log_prob_t)
     alpha = _scalar(fn, "alpha", alpha)
     soft_v = jnp.minimum(q1_t, q2_t) - alpha * next_log_prob_t
@@ -176,7 +162,8 @@ def sac_actor_loss(q1: ArrayLike, q2: ArrayLike, log_prob: ArrayLike, alpha: Arr
     Returns:
         Loss per sample, same shape (average it over the batch).
     """
-    q1, q2, log_prob = _same_shape("sac_actor_loss", q1=q1, q2=q2, log_prob=log_prob)
+    q1, q2, log_prob = same_shape("sac_actor_loss", _ONE_OR_BATCH, q1=q1, q2=q2,
+                                  log_prob=log_prob)
     alpha = jax.lax.stop_gradient(_scalar("sac_actor_loss", "alpha", alpha))
     return alpha * log_prob - jnp.minimum(q1, q2)
 

@@ -18,33 +18,12 @@ One double-Q (Rainbow) update, with ``vmap`` over the batch::
 
 from __future__ import annotations
 
-from typing import Any
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from rljax.losses.checks import concrete, ranks
 from rljax.types import Array, ArrayLike
-
-
-def _concrete(value: Any) -> np.ndarray | None:
-    """``value`` as a NumPy array, or None when it is traced (not known until run time)."""
-    try:
-        return np.asarray(value)
-    except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
-        return None
-
-
-def _check_ranks(fn: str, **arrays_and_ranks: tuple[ArrayLike, int]) -> list[Array]:
-    out = []
-    for name, (x, rank) in arrays_and_ranks.items():
-        x = jnp.asarray(x)
-        if x.ndim != rank:
-            what = "a scalar" if rank == 0 else f"rank {rank}"
-            raise ValueError(f"{fn}: {name} must be {what} (one transition; vmap over the "
-                             f"batch), got shape {x.shape}")
-        out.append(x)
-    return out
 
 
 def _check_support(fn: str, support: ArrayLike) -> Array:
@@ -52,7 +31,7 @@ def _check_support(fn: str, support: ArrayLike) -> Array:
     if support.ndim != 1 or support.shape[0] < 2:
         raise ValueError(f"{fn}: support must be [K] with K >= 2 atoms, got shape "
                          f"{support.shape}")
-    values = _concrete(support)
+    values = concrete(support)
     if values is not None:
         steps = np.diff(values.astype(np.float64))
         if not (steps[0] > 0 and np.allclose(steps, steps[0], rtol=1e-3, atol=0.0)):
@@ -94,7 +73,7 @@ def categorical_projection(support: ArrayLike, probs_t: ArrayLike, r_t: ArrayLik
     """
     fn = "categorical_projection"
     support = _check_support(fn, support)
-    probs_t, r_t, discount_t = _check_ranks(fn, probs_t=(probs_t, 1), r_t=(r_t, 0),
+    probs_t, r_t, discount_t = ranks(fn, probs_t=(probs_t, 1), r_t=(r_t, 0),
                                             discount_t=(discount_t, 0))
     _check_atoms(fn, "probs_t", probs_t, support.shape[0])
     num_atoms = support.shape[0]
@@ -143,7 +122,7 @@ def categorical_double_q_target(support: ArrayLike, r_t: ArrayLike, discount_t: 
     """
     fn = "categorical_double_q_target"
     support = _check_support(fn, support)
-    logits_t_online, logits_t_target = _check_ranks(
+    logits_t_online, logits_t_target = ranks(
         fn, logits_t_online=(logits_t_online, 2), logits_t_target=(logits_t_target, 2))
     if logits_t_online.shape != logits_t_target.shape:
         raise ValueError(f"{fn}: logits_t_online and logits_t_target must have the same shape "
@@ -174,7 +153,7 @@ def categorical_td_loss(logits_tm1: ArrayLike, a_tm1: ArrayLike,
         Loss ``[]``.
     """
     fn = "categorical_td_loss"
-    logits_tm1, a_tm1, target_probs = _check_ranks(
+    logits_tm1, a_tm1, target_probs = ranks(
         fn, logits_tm1=(logits_tm1, 2), a_tm1=(a_tm1, 0), target_probs=(target_probs, 1))
     _check_atoms(fn, "logits_tm1", logits_tm1, target_probs.shape[0])
     if not jnp.issubdtype(a_tm1.dtype, jnp.integer):

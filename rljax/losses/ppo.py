@@ -13,17 +13,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from rljax.losses.checks import same_shape
 from rljax.types import Array, ArrayLike
-
-
-def _same_shape(fn: str, **arrays: ArrayLike) -> list[Array]:
-    out = [jnp.asarray(x) for x in arrays.values()]
-    shapes = {name: x.shape for name, x in zip(arrays, out, strict=True)}
-    if len(set(shapes.values())) != 1:
-        # Broadcasting [N] against [N, 1] would silently give an [N, N] loss.
-        raise ValueError(f"{fn}: {', '.join(shapes)} must have the same shape, got "
-                         + ", ".join(f"{k} {v}" for k, v in shapes.items()))
-    return out
 
 
 def _check_clip_eps(fn: str, clip_eps: float) -> None:
@@ -55,7 +46,7 @@ def clipped_surrogate_loss(log_prob_t: ArrayLike, old_log_prob_t: ArrayLike,
     Returns:
         Per-sample losses ``[...]``.
     """
-    log_prob_t, old_log_prob_t, adv_t = _same_shape(
+    log_prob_t, old_log_prob_t, adv_t = same_shape(
         "clipped_surrogate_loss", log_prob_t=log_prob_t, old_log_prob_t=old_log_prob_t,
         adv_t=adv_t)
     _check_clip_eps("clipped_surrogate_loss", clip_eps)
@@ -79,7 +70,7 @@ def clip_fraction(log_prob_t: ArrayLike, old_log_prob_t: ArrayLike, clip_eps: fl
     Returns:
         ``1.0`` where clipped, else ``0.0``, ``[...]`` (no gradient).
     """
-    log_prob_t, old_log_prob_t = _same_shape(
+    log_prob_t, old_log_prob_t = same_shape(
         "clip_fraction", log_prob_t=log_prob_t, old_log_prob_t=old_log_prob_t)
     _check_clip_eps("clip_fraction", clip_eps)
     ratio = jnp.exp(_log_ratio(log_prob_t, old_log_prob_t))
@@ -101,7 +92,7 @@ def approx_kl(log_prob_t: ArrayLike, old_log_prob_t: ArrayLike) -> Array:
     Returns:
         Estimates ``[...]``, differentiable in ``log_prob_t``.
     """
-    log_prob_t, old_log_prob_t = _same_shape(
+    log_prob_t, old_log_prob_t = same_shape(
         "approx_kl", log_prob_t=log_prob_t, old_log_prob_t=old_log_prob_t)
     log_ratio = _log_ratio(log_prob_t, old_log_prob_t)
     # expm1 keeps (r - 1) - log r accurate for the tiny log-ratios of early epochs.
@@ -129,7 +120,7 @@ def clipped_value_loss(v_t: ArrayLike, old_v_t: ArrayLike, target_t: ArrayLike,
     Returns:
         Per-sample losses ``[...]``.
     """
-    v_t, old_v_t, target_t = _same_shape("clipped_value_loss", v_t=v_t, old_v_t=old_v_t,
+    v_t, old_v_t, target_t = same_shape("clipped_value_loss", v_t=v_t, old_v_t=old_v_t,
                                          target_t=target_t)
     target_t = jax.lax.stop_gradient(target_t)
     unclipped = jnp.square(v_t - target_t)

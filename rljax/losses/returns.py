@@ -22,6 +22,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from rljax.losses.checks import sequences
 from rljax.types import Array, ArrayLike
 
 
@@ -29,23 +30,6 @@ def _compute_dtype(*xs: ArrayLike) -> jnp.dtype:
     # The weak 0.0 turns an all-integer promotion into the default float, and leaves a float
     # one as it is (bfloat16 stays bfloat16).
     return jnp.result_type(*xs, 0.0)
-
-
-def _sequences(fn: str, dtype: jnp.dtype, **arrays: ArrayLike) -> list[Array]:
-    # The first array is the reference: rank >= 1 ([T], time first), all others its shape.
-    out = []
-    shape = None
-    for name, x in arrays.items():
-        x = jnp.asarray(x)
-        if shape is None:
-            if x.ndim == 0:
-                raise ValueError(f"{fn}: {name} must be a sequence [T], got a scalar")
-            shape, first = x.shape, name
-        elif x.shape != shape:
-            raise ValueError(f"{fn}: {name} must have the shape of {first} {shape}, "
-                             f"got {x.shape}")
-        out.append(x.astype(dtype))
-    return out
 
 
 def _per_step(fn: str, name: str, x: ArrayLike, shape: tuple[int, ...],
@@ -74,7 +58,7 @@ def lambda_returns(r_t: Array, discount_t: Array, v_t: Array, lambda_t: Array) -
         Returns ``[T]``.
     """
     dtype = _compute_dtype(r_t, discount_t, v_t, lambda_t)
-    r_t, discount_t, v_t = _sequences("lambda_returns", dtype, r_t=r_t, discount_t=discount_t,
+    r_t, discount_t, v_t = sequences("lambda_returns", dtype, r_t=r_t, discount_t=discount_t,
                                       v_t=v_t)
     lambda_t = _per_step("lambda_returns", "lambda_t", lambda_t, r_t.shape, dtype)
     if r_t.shape[0] == 0:
@@ -108,7 +92,7 @@ def n_step_returns(r_t: Array, discount_t: Array, end_t: Array, v_t: Array) -> A
         Returns ``[T]``.
     """
     dtype = _compute_dtype(r_t, discount_t, v_t)
-    r_t, discount_t, end_t, v_t = _sequences(
+    r_t, discount_t, end_t, v_t = sequences(
         "n_step_returns", dtype, r_t=r_t, discount_t=discount_t, end_t=end_t, v_t=v_t)
     return lambda_returns(r_t, discount_t, v_t, 1.0 - end_t)
 
@@ -134,7 +118,7 @@ def gae_advantages(r_t: Array, discount_t: Array, end_t: Array, v_tm1: Array, v_
         ``lambda_t = lambda * (1 - end_t)``.
     """
     dtype = _compute_dtype(r_t, discount_t, v_tm1, v_t, lambda_)
-    r_t, discount_t, end_t, v_tm1, v_t = _sequences(
+    r_t, discount_t, end_t, v_tm1, v_t = sequences(
         "gae_advantages", dtype, r_t=r_t, discount_t=discount_t, end_t=end_t, v_tm1=v_tm1,
         v_t=v_t)
     if r_t.shape[0] == 0:

@@ -17,29 +17,11 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from rljax.losses.checks import ranks, same_shape
 from rljax.networks.distributions import check_integer_action, take_action
 from rljax.types import Array, ArrayLike
 
 LOSSES = ("huber", "l2")
-
-
-def _check_ranks(fn: str, **arrays_and_ranks: tuple[ArrayLike, int]) -> list[Array]:
-    out = []
-    for name, (x, rank) in arrays_and_ranks.items():
-        x = jnp.asarray(x)
-        if x.ndim != rank:
-            what = "a scalar" if rank == 0 else f"rank {rank}"
-            raise ValueError(f"{fn}: {name} must be {what} (one transition; vmap over the "
-                             f"batch), got shape {x.shape}")
-        out.append(x)
-    return out
-
-
-def _check_same_shape(fn: str, **arrays: Array) -> None:
-    shapes = {name: x.shape for name, x in arrays.items()}
-    if len(set(shapes.values())) != 1:
-        raise ValueError(f"{fn}: {', '.join(shapes)} must have the same shape [A], got "
-                         + ", ".join(f"{k} {v}" for k, v in shapes.items()))
 
 
 def _select(q: Array, a: Array) -> Array:
@@ -63,10 +45,10 @@ def q_learning_td(q_tm1: ArrayLike, a_tm1: ArrayLike, r_t: ArrayLike, discount_t
     Returns:
         TD error ``[]``.
     """
-    q_tm1, a_tm1, r_t, discount_t, q_t = _check_ranks(
+    q_tm1, a_tm1, r_t, discount_t, q_t = ranks(
         "q_learning_td", q_tm1=(q_tm1, 1), a_tm1=(a_tm1, 0), r_t=(r_t, 0),
         discount_t=(discount_t, 0), q_t=(q_t, 1))
-    _check_same_shape("q_learning_td", q_tm1=q_tm1, q_t=q_t)
+    same_shape("q_learning_td", " [A]", q_tm1=q_tm1, q_t=q_t)
     check_integer_action("q_learning_td", "a_tm1", a_tm1)
     target = jax.lax.stop_gradient(r_t + discount_t * jnp.max(q_t))
     return target - _select(q_tm1, a_tm1)
@@ -93,10 +75,10 @@ def double_q_learning_td(q_tm1: ArrayLike, a_tm1: ArrayLike, r_t: ArrayLike,
     Returns:
         TD error ``[]``.
     """
-    q_tm1, a_tm1, r_t, discount_t, q_t_online, q_t_target = _check_ranks(
+    q_tm1, a_tm1, r_t, discount_t, q_t_online, q_t_target = ranks(
         "double_q_learning_td", q_tm1=(q_tm1, 1), a_tm1=(a_tm1, 0), r_t=(r_t, 0),
         discount_t=(discount_t, 0), q_t_online=(q_t_online, 1), q_t_target=(q_t_target, 1))
-    _check_same_shape("double_q_learning_td", q_tm1=q_tm1, q_t_online=q_t_online,
+    same_shape("double_q_learning_td", " [A]", q_tm1=q_tm1, q_t_online=q_t_online,
                       q_t_target=q_t_target)
     check_integer_action("double_q_learning_td", "a_tm1", a_tm1)
     a_t = jnp.argmax(q_t_online)
@@ -120,7 +102,7 @@ def ddpg_critic_td(q_tm1: ArrayLike, r_t: ArrayLike, discount_t: ArrayLike,
     Returns:
         TD error ``[]``.
     """
-    q_tm1, r_t, discount_t, q_t = _check_ranks(
+    q_tm1, r_t, discount_t, q_t = ranks(
         "ddpg_critic_td", q_tm1=(q_tm1, 0), r_t=(r_t, 0), discount_t=(discount_t, 0),
         q_t=(q_t, 0))
     return jax.lax.stop_gradient(r_t + discount_t * q_t) - q_tm1
@@ -188,7 +170,7 @@ def weighted_td_loss(td_errors: ArrayLike, weights: ArrayLike | None = None, *,
     """
     if loss not in LOSSES:
         raise ValueError(f"loss must be one of {', '.join(LOSSES)}, got {loss!r}")
-    (td_errors,) = _check_ranks("weighted_td_loss", td_errors=(td_errors, 1))
+    (td_errors,) = ranks("weighted_td_loss", td_errors=(td_errors, 1))
     per_item = huber_loss(td_errors, delta) if loss == "huber" else l2_loss(td_errors)
     if weights is None:
         return jnp.mean(per_item)

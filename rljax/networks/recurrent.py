@@ -1,4 +1,4 @@
-"""Recurrent networks: torso -> memory core (GRU or LSTM) -> heads.
+"""Recurrent networks: torso -> memory core (GRU, LSTM or a simple RNN) -> heads.
 
 A :class:`RecurrentNetwork` is a :class:`Network` whose ``apply`` takes and returns the
 core's carry (its memory):
@@ -33,36 +33,41 @@ import numpy as np
 
 from rljax.networks.core import MLP, NatureCNN
 from rljax.networks.layer_norm import LayerNormMLP, LayerNormNatureCNN
+from rljax.networks.torso import HeadSpec, check_torso, resolve
 from rljax.types import Array, PRNGKey
 
-CORES = ("gru", "lstm")
+# The memory cores by name, each a flax cell class taking ``features``: a new core is one
+# line here (the configs' ``Memory.core`` is checked against this table).
+CORES: dict[str, type[nn.RNNCellBase]] = {
+    "gru": nn.GRUCell,
+    "lstm": nn.OptimizedLSTMCell,
+    "rnn": nn.SimpleCell,
+}
 
-Carry = Any  # [B, H] for a GRU, (c [B, H], h [B, H]) for an LSTM
+Carry = Any  # [B, H] for a GRU or simple RNN, (c [B, H], h [B, H]) for an LSTM
+
+
+def check_core(kind: Any) -> None:
+    """ValueError unless ``kind`` names a core of :data:`CORES`."""
+    if kind not in CORES:
+        raise ValueError(f"unknown memory core {kind!r}; allowed: {', '.join(CORES)}")
 
 
 def initial_carry(kind: str, batch_shape: Sequence[int], size: int) -> Carry:
-    """The core's initial carry (zeros) for a batch of ``batch_shape`` envs."""
-    shape = tuple(batch_shape) + (size,)
-    if kind == "gru":
-        return jnp.zeros(shape, jnp.float32)
-    if kind == "lstm":  # two buffers: a donated state may not hold one twice
-        return (jnp.zeros(shape, jnp.float32), jnp.zeros(shape, jnp.float32))
-    raise ValueError(f"unknown memory core {kind!r}; allowed: {', '.join(CORES)}")
+    """The core's initial carry (zeros) for a batch of ``batch_shape`` envs, shaped as the
+    cell's own ``initialize_carry`` shapes it."""
+    check_core(kind)
+    cell = CORES[kind](features=size, parent=None)
+    shapes = jax.eval_shape(lambda: cell.initialize_carry(jax.random.key(0),
+                                                          tuple(batch_shape) + (size,)))
+    # one buffer per leaf: a donated state may not hold one twice
+    return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
 
 
 def reset_carry(carry: Carry, reset: Array) -> Carry:
     """``carry`` with the rows where ``reset [B]`` is True set to the initial value
     (zeros)."""
     return jax.tree.map(lambda c: jnp.where(reset[..., None], jnp.zeros_like(c), c), carry)
-
-
-class HeadSpec(NamedTuple):
-    """One output head: ``hidden_sizes`` then a linear layer of ``size`` units initialized
-    orthogonally with gain ``scale``; ``squeeze``: drop the last axis (``size`` 1)."""
-
-    size: int
-    scale: float = 1.0
-    squeeze: bool = False
 
 
 class RecurrentModule(nn.Module):
@@ -77,25 +82,26 @@ class RecurrentModule(nn.Module):
     layer_norm: bool = False
     image: bool = False
     conv_method: str = "matmul"
+    network: Any = None  # a user's torso class (rljax.networks.torso) in place of the above
 
     def setup(self):
-        if self.image:
+        if self.network is not None:
+            self.torso = self.network()
+        elif self.image:
             self.torso = (LayerNormNatureCNN(conv_method=self.conv_method) if self.layer_norm
                           else NatureCNN(conv_method=self.conv_method))
         elif self.layer_norm:
             self.torso = LayerNormMLP(tuple(self.torso_sizes), self.activation)
         else:
             self.torso = MLP(tuple(self.torso_sizes), activation=self.activation)
-        if self.kind == "gru":
-            self.cell = nn.GRUCell(features=self.memory_size)
-        else:
-            self.cell = nn.OptimizedLSTMCell(features=self.memory_size)
+        self.cell = CORES[self.kind](features=self.memory_size)
         self.out = [MLP(tuple(self.head_sizes), output_size=h.size, activation=self.activation,
                         output_scale=h.scale) for h in self.heads]
 
     def embed(self, obs: Array) -> Array:
         """Torso features ``[..., F]`` of observations ``[..., *obs_shape]``."""
-        return self.torso(obs if self.image else obs.astype(jnp.float32))
+        return self.torso(obs if self.image and self.network is None
+                          else obs.astype(jnp.float32))
 
     def core(self, carry: Carry, x: Array, reset: Array) -> tuple[Carry, Array]:
         """One core step on features ``[B, F]``, the carry reset first where ``reset``."""
@@ -137,7 +143,7 @@ class RecurrentNetwork(NamedTuple):
             outputs``: the heads after one more step from each given carry, without any
             reset (bootstrapping from the observation an episode ended in).
         initial_carry: ``initial_carry(batch_shape) -> carry`` (zeros).
-        kind: "gru" or "lstm".
+        kind: the core's name in :data:`CORES`.
         memory_size: the carry's width ``H``.
     """
 
@@ -153,13 +159,13 @@ class RecurrentNetwork(NamedTuple):
 def make_recurrent_network(obs_shape: Sequence[int], kind: str, memory_size: int,
                            torso_sizes: Sequence[int], heads: Sequence[HeadSpec], *,
                            head_sizes: Sequence[int] = (), activation: str = "relu",
-                           layer_norm: bool = False,
-                           conv_method: str = "matmul") -> RecurrentNetwork:
+                           layer_norm: bool = False, conv_method: str = "matmul",
+                           network: Any = None) -> RecurrentNetwork:
     """Builds torso -> ``kind`` core of ``memory_size`` units -> ``heads``.
 
     Args:
         obs_shape: one observation's shape; 3 axes: frames (Nature CNN torso).
-        kind: "gru" (``flax.linen.GRUCell``) or "lstm" (``flax.linen.OptimizedLSTMCell``).
+        kind: a core's name in :data:`CORES` ("gru", "lstm", "rnn").
         memory_size: units of the core.
         torso_sizes: MLP layers before the core (flat observations).
         heads: the output heads.
@@ -167,14 +173,18 @@ def make_recurrent_network(obs_shape: Sequence[int], kind: str, memory_size: int
         activation: hidden activation name.
         layer_norm: LayerNorm before every torso nonlinearity (PQN).
         conv_method: the Nature CNN's convolutions (frames).
+        network: a user's torso, a flax module class or ``"pkg.mod:Class"``
+            (:mod:`rljax.networks.torso`), in place of the MLP or CNN; None: those.
     """
-    if kind not in CORES:
-        raise ValueError(f"unknown memory core {kind!r}; allowed: {', '.join(CORES)}")
+    check_core(kind)
+    if network is not None:
+        check_torso(network, obs_shape)
+        network = resolve(network)
     module = RecurrentModule(kind=kind, memory_size=int(memory_size),
                              torso_sizes=tuple(torso_sizes), heads=tuple(heads),
                              head_sizes=tuple(head_sizes), activation=activation,
                              layer_norm=layer_norm, image=len(obs_shape) == 3,
-                             conv_method=conv_method)
+                             conv_method=conv_method, network=network)
 
     def make_carry(batch_shape: Sequence[int]) -> Carry:
         return initial_carry(kind, batch_shape, memory_size)

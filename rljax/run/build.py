@@ -14,7 +14,6 @@ driver opens its run directory.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -23,7 +22,7 @@ import jax
 from jax.sharding import Mesh
 
 from rljax import envs
-from rljax.agents.base import ONE_DEVICE, Parallel
+from rljax.agents.base import ONE_DEVICE, Parallel, RunLength
 from rljax.loops.state import Trainer
 from rljax.parallel import data_parallel, devices, sweep
 from rljax.parallel import envs as parallel_envs
@@ -44,7 +43,6 @@ def build(run: RunConfig) -> tuple[envs.Env, Any, Trainer, int]:
         ValueError: a run that cannot work (see :mod:`rljax.run.preflight`): a replay
             smaller than a batch, counters that would overflow, more memory than there is.
     """
-    run = with_run_length(run)
     algo = get_algorithm(run.algo)
     preflight.check_replay(run)
     members = run.members
@@ -61,13 +59,13 @@ def build(run: RunConfig) -> tuple[envs.Env, Any, Trainer, int]:
     several = len(members) > 1 or mesh is not None
     env = make_env(run.env_id, run.config.loop.num_envs, run.seed, run.env_options,
                    members=[s for s, _ in members] if several else None, mesh=mesh)
-    preflight.check_values(run, env.spec)
+    preflight.check_values(run, env.spec, run_length(run))
     single = len(members) == 1 and mesh is None
-    agent = _make_agent(algo, run.config, env.spec, jit_init=single)
+    agent = _make_agent(algo, run, run.config, env.spec, jit_init=single)
 
     def make_trainer(config):
-        member_agent = agent if config is run.config else _make_agent(algo, config, env.spec,
-                                                                      jit_init=single)
+        member_agent = agent if config is run.config else _make_agent(algo, run, config,
+                                                                      env.spec, jit_init=single)
         return algo.make_trainer(member_agent, env, config, _updates_per_chunk(run),
                                  run.threshold)
 
@@ -119,13 +117,14 @@ def make_env(task_id: str, num_envs: int, seed: int, options: Any = (), *,
     return envs.make(task_id, num_envs, seed, **options)
 
 
-def _make_agent(algo, config, spec, jit_init: bool = True, parallel: Parallel = ONE_DEVICE):
-    """The algorithm's agent, with ``init`` jitted for a single run: one compiled program
-    (cached by the compilation cache) instead of hundreds of eager operations, with the
-    same result. Members keep the plain ``init`` under their vmap: a jitted init nested in
-    the vmapped member init, run op by op, could hang in XLA:CPU's runtime, and jitting the
-    whole member init hung sharded programs."""
-    agent = algo.make_agent(config, spec, parallel=parallel)
+def _make_agent(algo, run: RunConfig, config, spec, jit_init: bool = True,
+                parallel: Parallel = ONE_DEVICE):
+    """The algorithm's agent for ``run`` (its length, :func:`run_length`), with ``init``
+    jitted for a single run: one compiled program (cached by the compilation cache) instead
+    of hundreds of eager operations, with the same result. Members keep the plain ``init``
+    under their vmap: a jitted init nested in the vmapped member init, run op by op, could
+    hang in XLA:CPU's runtime, and jitting the whole member init hung sharded programs."""
+    agent = algo.make_agent(config, spec, parallel=parallel, run=run_length(run))
     return agent._replace(init=jax.jit(agent.init)) if jit_init else agent
 
 
@@ -143,14 +142,13 @@ def _check_state(run: RunConfig, env: envs.Env, trainer: Trainer, loop: str) -> 
     return state is not None
 
 
-def with_run_length(run: RunConfig) -> RunConfig:
-    """``run`` with the agent config's ``total_updates`` (the length of a learning-rate
-    schedule, in loop updates) set to the run's when the config has the field and leaves it
-    None."""
-    if getattr(run.config, "total_updates", 0) is not None:
-        return run
-    config = dataclasses.replace(run.config, total_updates=_total_updates(run))
-    return dataclasses.replace(run, config=config)
+def run_length(run: RunConfig) -> RunLength:
+    """What an agent knows of ``run``'s length: its loop updates and those its schedules
+    run over (``schedule_steps``, or the whole run)."""
+    per_update = run.config.loop.steps_per_update
+    schedule = run.total_steps if run.schedule_steps is None else run.schedule_steps
+    return RunLength(updates=_total_updates(run),
+                     schedule_updates=max(1, math.ceil(schedule / per_update)))
 
 
 def _total_updates(run: RunConfig) -> int:
@@ -175,8 +173,8 @@ def _build_data_parallel(run: RunConfig, algo, device_list) -> tuple[envs.Env, A
     """One agent learning data-parallel over ``devices`` (rljax.parallel.data_parallel)."""
     mesh = devices.device_mesh(device_list, data_parallel.AXIS)
     env = make_env(run.env_id, run.config.loop.num_envs, run.seed, run.env_options, mesh=mesh)
-    preflight.check_values(run, env.spec)
-    agent = _make_agent(algo, run.config, env.spec, jit_init=False,
+    preflight.check_values(run, env.spec, run_length(run))
+    agent = _make_agent(algo, run, run.config, env.spec, jit_init=False,
                         parallel=data_parallel.agent_parallel())
     trainer = algo.make_trainer(agent, env, run.config, _updates_per_chunk(run), run.threshold,
                                 split=data_parallel.split())

@@ -20,8 +20,6 @@ def _preset_params(preset) -> str:
 
     config = preset.run.config
     keys = preset.key_params or tuple(f.name for f in dataclasses.fields(config))
-    if getattr(config, "noisy", False):  # NoisyNet explores: its epsilon schedule is unused
-        keys = [k for k in keys if k != "epsilon"]
     return ", ".join(f"{k}={records.get(config, records.canonical(type(config), k))}"
                      for k in keys)
 

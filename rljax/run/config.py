@@ -52,6 +52,10 @@ class RunConfig:
             single agent (one seed, no sweep) learns data-parallel instead: its envs
             (and an off-policy agent's minibatch) are split over the devices and the
             gradients combined across them (A2C, DQN, DDPG).
+        schedule_steps: env steps over which the agent's schedules tied to the run's length
+            run (a learning rate annealed to 0, given to the agent as
+            :class:`rljax.agents.base.RunLength`); None: ``total_steps``. A resume with
+            another budget keeps the saved run's (:func:`rljax.run.resuming.keep_schedules`).
         cpu_threads: threads of XLA's CPU thread pool (0: one per CPU the process may run
             on, JAX's default); set before JAX starts its backends
             (:func:`rljax.cpu_threads.set_cpu_threads`), so it applies to the first run of
@@ -100,6 +104,10 @@ class RunConfig:
     devices: int = setting(1, help="split the seeds (x sweep values) over N devices in one "
                            "program (all processes' devices with --distributed); one agent "
                            "learns data-parallel over them", metavar="N", low=1)
+    schedule_steps: int | None = setting(
+        None, help="env steps over which the agent's run-length schedules run, such as a "
+        "learning rate annealed to 0 (default: total_steps; a resume keeps the saved run's)",
+        metavar="STEPS", low=1, high=validate.INT32_LIMIT - 1)
     cpu_threads: int = setting(0, help="threads of XLA's CPU thread pool (0: one per CPU; "
                                "default: the preset's): 1 is faster for small networks on a "
                                "CPU", metavar="N", low=0, resumable=True, learning=False)
@@ -164,6 +172,9 @@ class RunConfig:
         values = {RUN_RENAMED.get(k, k): v for k, v in data.items()
                   if RUN_RENAMED.get(k, k) in names}
         algo = get_algorithm(data["algo"])
+        data = algo.upgrade_record(data)
+        if data.get("schedule_steps") is not None:
+            values["schedule_steps"] = data["schedule_steps"]
         values["config"] = build_config(algo.config_cls, records.from_dict(
             algo.config_cls, upgrade_fields(data["algo"], data["config"])))
         if "env_options" in values:  # JSON wrote tuple values (obs_indices) as lists

@@ -307,9 +307,7 @@ def _start_and_train(run: RunConfig, run_dir: str | None, resume_from: tuple, wr
     run, run_dir = resuming.claim_run_dir(run, run_dir, resume, writer, stack, step)
     for w in unapplied:
         warnings.warn(w.message, w.category, stacklevel=3)
-    with _phase(phases, stop, "building envs and agent"), warnings.catch_warnings():
-        if resume is not None:  # resuming.keep_schedules has said it in its own line
-            warnings.filterwarnings("ignore", message="the learning rate anneals to 0")
+    with _phase(phases, stop, "building envs and agent"):
         env, agent, trainer, num_chunks = build(run)
     if writer:
         stop.created = resume is None and (run_dir is None or not os.path.isdir(run_dir))

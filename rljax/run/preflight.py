@@ -33,6 +33,7 @@ from rljax.parallel import members as members_lib
 from rljax.records import OffPolicyLoop, Replay
 from rljax.run import settings
 from rljax.run.config import RunConfig
+from rljax.run.registry import get_algorithm
 
 _INT32_MAX = validate.INT32_LIMIT - 1
 
@@ -72,63 +73,19 @@ def warn_if_never_learning(run: Any) -> None:
                       f"learning_starts", stacklevel=3)
 
 
-def check_values(run: Any, spec: Any) -> None:
-    """Refuses values with which training would silently do nothing (a target network or
-    an actor never updated, a temperature that grows without bound, wandb logging without
-    wandb), and warns in one line where a run may mean it (a learning rate annealed to 0
-    before the run ends)."""
-    config = run.config
-    updates = max(1, math.ceil(run.total_steps / config.loop.steps_per_update))
-    if getattr(config, "tau", None) == 0:
-        raise ValueError("tau=0 never moves the target networks toward the learned ones; use "
-                         "a tau in (0, 1]")
-    period = getattr(config, "target_period", None)
-    if period is not None and getattr(config, "tau", None) is None and period > updates:
-        raise ValueError(f"target_period={period:,} updates is longer than the run ({updates:,}"
-                         f" updates): the target network would never be updated; use "
-                         f"target_period <= {updates:,} or a larger total_steps")
-    delay = getattr(config, "policy_delay", None)
-    grads = updates * _grads_per_update(config)[0]
-    if delay is not None and delay > grads:
-        raise ValueError(f"policy_delay={delay:,} critic updates is longer than the run "
-                         f"({grads:,}): the actor would never be updated; use policy_delay <= "
-                         f"{grads:,} or a larger total_steps")
-    _check_target_entropy(run, spec)
-    length = getattr(config, "total_updates", None)
-    if getattr(config, "anneal_lr", False) and length is not None and length < updates:
-        warnings.warn(f"the learning rate anneals to 0 by update {length:,} (total_updates) of "
-                      f"the run's {updates:,}: the last {updates - length:,} updates do not "
-                      "learn; leave total_updates unset to anneal over the run", stacklevel=3)
+def check_values(run: Any, spec: Any, length: Any) -> None:
+    """Refuses values with which training would silently do nothing, as the agent's own
+    ``check_run(config, spec, length)`` judges them against the run's length (a target
+    network or an actor never updated, a temperature that grows without bound; a learning
+    rate annealed to 0 before the run ends is a warning), and wandb logging without
+    wandb."""
+    get_algorithm(run.algo).check_run(run.config, spec, length)
     if run.wandb_project:
         import importlib.util
 
         if importlib.util.find_spec("wandb") is None:
             raise ValueError("wandb logging was asked for (--wandb) but the wandb package is "
                              "not installed; `pip install wandb` or drop --wandb")
-
-
-def _check_target_entropy(run: Any, spec: Any) -> None:
-    target = getattr(run.config, "target_entropy", None)
-    if target is None or spec.discrete:
-        return
-    # The largest entropy of any density over the action box: the uniform one's.
-    ceiling = float(np.sum(np.log(np.asarray(spec.action_high, np.float64)
-                                  - np.asarray(spec.action_low, np.float64))))
-    if target > ceiling:
-        raise ValueError(f"target_entropy={target:g} is above the largest entropy a policy "
-                         f"over {spec.task_id}'s actions can have ({ceiling:.3g}, uniform over "
-                         f"the action box): the temperature would grow without bound; use a "
-                         f"target below it (the default, None, is -{spec.action_shape[-1]})")
-
-
-def _grads_per_update(config: Any) -> tuple[int, str]:
-    """Gradient steps of one loop update, and the fields that set them."""
-    if isinstance(config.loop, OffPolicyLoop):
-        return config.loop.grad_steps, "grad_steps"
-    if hasattr(config, "num_epochs"):
-        return (config.num_epochs * getattr(config, "num_minibatches", 1),
-                "num_epochs x num_minibatches")
-    return 1, ""
 
 
 def check_counters(run: Any, steps_per_update: int, updates_per_chunk: int,
@@ -145,7 +102,7 @@ def check_counters(run: Any, steps_per_update: int, updates_per_chunk: int,
         raise ValueError(f"total_steps={run.total_steps:,} rounds up to {steps:,} env steps "
                          f"(whole chunks of {per_chunk:,}), past what the int32 env-step "
                          f"counter holds ({_INT32_MAX:,}); use total_steps <= {fits:,}")
-    grads, fields = _grads_per_update(run.config)
+    grads, _, fields = get_algorithm(run.algo).gradient_steps(run.config)
     updates = num_chunks * updates_per_chunk
     if updates * grads > _INT32_MAX:
         fits = _INT32_MAX // grads // updates_per_chunk * per_chunk
@@ -180,12 +137,8 @@ def _activation_bytes(config: Any, spec: Any, rows: int) -> int:
     return 2 * 4 * rows * per_row
 
 
-def _update_rows(run: Any, loop: str) -> int:
-    config = run.config
-    if loop == "off_policy":
-        return config.replay.batch_size
-    minibatches = getattr(config, "num_minibatches", 1)
-    return config.loop.steps_per_update // max(1, minibatches)
+def _update_rows(run: Any) -> int:
+    return get_algorithm(run.algo).gradient_steps(run.config)[1]
 
 
 def memory_parts(run: Any, spec: Any, state: Any, loop: str) -> tuple[dict, dict]:
@@ -202,7 +155,7 @@ def memory_parts(run: Any, spec: Any, state: Any, loop: str) -> tuple[dict, dict
         if state is not None else 0,
         "env state": resources.tree_bytes(state.env) if state is not None else 0,
         "one update's data": n * per_update,
-        "network activations": n * _activation_bytes(config, spec, _update_rows(run, loop)),
+        "network activations": n * _activation_bytes(config, spec, _update_rows(run)),
         "evaluation envs": resources.env_pool_bytes(run.eval_episodes, spec.obs_shape,
                                                     spec.obs_dtype) if run.eval_every else 0,
     }

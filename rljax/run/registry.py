@@ -24,8 +24,9 @@ class Algorithm(NamedTuple):
         name: short name used by presets and the CLI.
         module: the agent's module (``rljax.agents.NAME``).
         config_name: its frozen config dataclass.
-        factory_name: ``make_agent(config, env_spec, *, parallel=ONE_DEVICE) -> Agent``
-            (one signature for every agent; :class:`rljax.agents.base.Parallel`).
+        factory_name: ``make_agent(config, env_spec, *, parallel=ONE_DEVICE, run=None) ->
+            Agent`` (one signature for every agent; :class:`rljax.agents.base.Parallel`,
+            :class:`rljax.agents.base.RunLength`).
         loop: ``"on_policy"`` or ``"off_policy"`` (:mod:`rljax.loops.factory`).
         description: one line for ``rljax presets``.
     """
@@ -44,6 +45,33 @@ class Algorithm(NamedTuple):
     @property
     def make_agent(self) -> Callable[..., Any]:
         return getattr(importlib.import_module(self.module), self.factory_name)
+
+    @property
+    def check_run(self) -> Callable[..., None]:
+        """``check_run(config, spec, run)``: the agent's checks of its settings against the
+        run's length (:class:`rljax.agents.base.RunLength`), the module's own or none."""
+        from rljax.agents import run_checks
+
+        return getattr(importlib.import_module(self.module), "check_run", run_checks.nothing)
+
+    def upgrade_record(self, data: dict) -> dict:
+        """A saved run of this agent (config.json, a checkpoint manifest's ``run``) as an
+        older rljax wrote it, in today's form: the agent module's ``upgrade_record(data)``,
+        else ``data`` itself."""
+        own = getattr(importlib.import_module(self.module), "upgrade_record", None)
+        return data if own is None else own(data)
+
+    def gradient_steps(self, config: Any) -> tuple[int, int, str]:
+        """``(gradient steps per loop update, samples per step, the fields that set them)``
+        of ``config``: the agent module's ``gradient_steps(config)``, else what its loop
+        record says (off-policy: ``grad_steps`` of a replay batch; on-policy: one step on
+        the whole rollout)."""
+        own = getattr(importlib.import_module(self.module), "gradient_steps", None)
+        if own is not None:
+            return own(config)
+        if self.loop == "off_policy":
+            return config.loop.grad_steps, config.replay.batch_size, "grad_steps"
+        return 1, config.loop.steps_per_update, ""
 
     @property
     def make_trainer(self) -> Callable[..., Trainer]:

@@ -10,8 +10,8 @@
   ``RUN_DIR/checkpoint.superseded/``, so that the resumed run's saves are the newest.
 * A fresh run is refused in a run directory that holds checkpoints.
 * A resume keeps the saved run's schedules: a learning rate annealed over the run (PPO's,
-  PQN's ``anneal_lr``) keeps the length it was saved with (``total_updates``), so a resume
-  that changes the budget says in one line what the extra steps train with
+  PQN's ``anneal_lr``) keeps the length it was saved with (the run's ``schedule_steps``),
+  and the agent's own check says in one warning what the extra steps train with
   (:func:`keep_schedules`).
 """
 
@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-import math
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -69,11 +68,12 @@ def claim_run_dir(run: RunConfig, run_dir: str | None, resume: str | None, write
             raise NothingToDo(f"{resume} has trained {steps:,} env steps, its budget "
                               f"(total_steps {run.total_steps:,}) is spent; nothing was "
                               "changed (give a larger total_steps to train on)")
-        run = keep_schedules(run, saved.get("run") or {})
+        saved_run = _saved_run(saved.get("run") or {})
+        run = keep_schedules(run, saved_run)
         expected = rundir.manifest(run)["run"]
-        if ((saved.get("run") or {}).get("config") or {}).get("total_updates", 0) is None:
+        if saved_run is not None and saved_run.schedule_steps is None:
             # saved as "the run's length", which keep_schedules has just resolved
-            expected = dict(expected, config=dict(expected["config"], total_updates=None))
+            expected = dict(expected, schedule_steps=None)
         checkpoint.check_compatible(saved, expected)
         return run, resume
     if run_dir is not None and os.path.isdir(os.path.join(run_dir, checkpoint.CHECKPOINT_DIR)):
@@ -96,42 +96,40 @@ def _check_run_dir_config(run_dir: str, saved: dict) -> None:
     path = os.path.join(run_dir, "config.json")
     try:
         with open(path) as f:
-            here = RunConfig.from_dict(json.load(f)).to_dict()
+            here = RunConfig.from_dict(json.load(f))
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return
-    schedule = ((saved.get("run") or {}).get("config") or {}).get("total_updates", 0)
-    if None in (schedule, here["config"].get("total_updates", 0)):
-        # one side has the run's length resolved (keep_schedules), the other not yet
-        here = dict(here, config=dict(here["config"], total_updates=schedule))
+    saved_run = _saved_run(saved.get("run") or {})
+    if saved_run is not None and here.schedule_steps is None:
+        # config.json leaves the schedules to the run's length, which a resume resolved
+        here = dataclasses.replace(here, schedule_steps=saved_run.schedule_steps)
     try:
-        checkpoint.check_compatible(saved, here)
+        checkpoint.check_compatible(saved, here.to_dict())
     except checkpoint.CheckpointError as e:
         raise checkpoint.CheckpointError(f"{e}; {path} describes this run directory's run, "
                                          "so its checkpoint is not this run's") from None
 
 
-def keep_schedules(run: RunConfig, saved: dict) -> RunConfig:
-    """``run`` with the schedule length (``total_updates``) of the ``saved`` run config (a
-    manifest's ``run``) when the agent config has the field and leaves it to the run;
-    says so in one line when the run anneals its learning rate and the budget changed."""
-    if getattr(run.config, "total_updates", 0) is not None:
+def _saved_run(saved: dict) -> RunConfig | None:
+    """The run config of a manifest's ``run``, as this version reads it (None: unreadable;
+    the compatibility check names what differs)."""
+    try:
+        return RunConfig.from_dict(saved)
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def keep_schedules(run: RunConfig, saved: RunConfig | None) -> RunConfig:
+    """``run`` with the schedule length (``schedule_steps``) of the ``saved`` run when it
+    leaves it to the run's budget and the budget changed: a learning rate annealed over the
+    run keeps the length it was saved with (the agent warns in one line when it reaches 0
+    before the new budget ends)."""
+    if run.schedule_steps is not None or saved is None:
         return run
-    saved_total = saved.get("total_steps")
-    updates = (saved.get("config") or {}).get("total_updates")
-    if updates is None and isinstance(saved_total, int):
-        updates = max(1, math.ceil(saved_total / run.config.loop.steps_per_update))
-    if updates is None:
+    length = saved.total_steps if saved.schedule_steps is None else saved.schedule_steps
+    if length == run.total_steps:
         return run
-    if getattr(run.config, "anneal_lr", False) and saved_total != run.total_steps:
-        end = updates * run.config.loop.steps_per_update
-        print(f"rljax: resuming keeps the saved learning-rate schedule: it anneals to 0 by env "
-              f"step {end:,} (total_updates={updates:,}), so "
-              + (f"the steps after {end:,} train with a learning rate of 0"
-                 if run.total_steps > end else f"it stops at {run.total_steps:,}, annealed "
-                 "part way") + "; to anneal over another budget, train from the start with it",
-              file=sys.stderr)
-    return dataclasses.replace(run, config=dataclasses.replace(run.config,
-                                                               total_updates=updates))
+    return dataclasses.replace(run, schedule_steps=length)
 
 
 def intact_before(run_dir: str, step: int) -> int | None:

@@ -134,7 +134,8 @@ def check(obj: Any) -> None:
         if hints[f.name] is bool:
             validate.boolean(f.name, value)
         elif m["low"] is not None or m["high"] is not None:
-            validate.integer(f.name, value, low=m["low"], high=m["high"], note=m["note"])
+            validate.integer(f.name, value, low=m["low"], high=m["high"], note=m["note"],
+                             optional=type(None) in typing.get_args(hints[f.name]))
 
 
 def describe(tp: Any) -> str:

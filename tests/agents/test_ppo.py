@@ -13,6 +13,7 @@ from _corruptible import cartpole_runs
 
 from rljax import envs
 from rljax.agents import ppo, ppo_loss, ppo_networks
+from rljax.agents.base import RunLength
 from rljax.records import configure
 from rljax.types import Rollout
 
@@ -460,7 +461,7 @@ def test_config_errors_name_field_and_value(specs):
         ppo.PPOConfig(num_minibatches=3)
     with pytest.raises(ValueError, match="clip_eps must be a finite number > 0.0, got 0"):
         ppo.PPOConfig(clip_eps=0)
-    with pytest.raises(ValueError, match="anneal_lr needs total_updates"):
+    with pytest.raises(ValueError, match="anneal_lr needs the run's length"):
         ppo.make_ppo(ppo.PPOConfig(anneal_lr=True), specs["discrete"])
     with pytest.raises(ValueError, match="activation must be one of"):
         ppo.PPOConfig(activation="rleu")
@@ -469,12 +470,12 @@ def test_config_errors_name_field_and_value(specs):
 
 
 def test_learning_rate_anneals_linearly_per_update():
-    cfg = _config(lr=1e-3, anneal_lr=True, total_updates=10, num_epochs=2, num_minibatches=3)
-    lr = ppo_networks.learning_rate(cfg)
+    cfg = _config(lr=1e-3, anneal_lr=True, num_epochs=2, num_minibatches=3)
+    lr = ppo_networks.learning_rate(cfg, RunLength(updates=10, schedule_updates=10))
     steps = jnp.arange(0, 70)
     expected = 1e-3 * np.maximum(1 - (np.arange(70) // 6) / 10, 0)
     np.testing.assert_allclose(jax.jit(jax.vmap(lr))(steps), expected, rtol=1e-6, atol=1e-12)
-    np.testing.assert_allclose(ppo_networks.learning_rate(_config(lr=1e-3))(50), 1e-3)
+    np.testing.assert_allclose(ppo_networks.learning_rate(_config(lr=1e-3), None)(50), 1e-3)
 
 
 # --- learning -------------------------------------------------------------------------------------

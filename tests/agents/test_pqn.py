@@ -247,7 +247,7 @@ def test_config_errors_name_field_and_value():
         pqn.PQNConfig(num_minibatches=5)
     with pytest.raises(ValueError, match="epsilon must be a schedule"):
         pqn.PQNConfig(epsilon=((5, 1.0),))
-    with pytest.raises(ValueError, match="anneal_lr needs total_updates"):
+    with pytest.raises(ValueError, match="anneal_lr needs the run's length"):
         pqn.make_pqn(pqn.PQNConfig(anneal_lr=True), envs.make("CartPole-v1", 4).spec)
 
 

@@ -30,7 +30,7 @@ from rljax.envs.stats import recent_mean_return
 from rljax.loops import on_policy
 from rljax.loops.evaluation import make_evaluator
 from rljax.networks.recurrent import reset_carry
-from rljax.records import configure
+from rljax.records import Memory, configure
 from rljax.run.build import build
 from rljax.run.config import RunConfig
 from rljax.run.presets import get_preset
@@ -41,13 +41,13 @@ NOVEL = {"obs_indices": (0, 2)}
 
 def _ppo(**kw):
     base = dict(num_envs=B, rollout_len=T, num_epochs=2, num_minibatches=2,
-                hidden_sizes=(8, 8), memory="gru", memory_size=6, lr=1e-2)
+                hidden_sizes=(8, 8), memory=Memory(core="gru", size=6), lr=1e-2)
     return configure(ppo.PPOConfig, **{**base, **kw})
 
 
 def _pqn(**kw):
     base = dict(num_envs=B, rollout_len=T, num_epochs=2, num_minibatches=2,
-                hidden_sizes=(8,), memory="gru", memory_size=6, lr=1e-2)
+                hidden_sizes=(8,), memory=Memory(core="gru", size=6), lr=1e-2)
     return configure(pqn.PQNConfig, **{**base, **kw})
 
 
@@ -89,7 +89,7 @@ def _replay_check(kind, config, spec, state, batch):
 
 CASES = {
     "ppo-gru": ("ppo", "CartPole-v1", _ppo()),
-    "ppo-lstm": ("ppo", "CartPole-v1", _ppo(memory="lstm")),
+    "ppo-lstm": ("ppo", "CartPole-v1", _ppo(memory=Memory(core="lstm", size=6))),
     "ppo-continuous": ("ppo", "Pendulum-v1", _ppo(normalize_obs=True, reward_scaling=True)),
     "pqn-gru": ("pqn", "CartPole-v1", _pqn()),
 }
@@ -132,13 +132,14 @@ def test_update_replays_the_acting_carries_and_outputs_across_episode_ends(case)
 # layout (a reset step after each end) and in gymnax's (reset within the step).
 BOOTSTRAP_CASES = {
     "ppo-gru-envpool": ("ppo", "CartPole-v1", _ppo(), 3),
-    "ppo-lstm-gymnax": ("ppo", "gymnax:CartPole-v1", _ppo(memory="lstm"), 3),
+    "ppo-lstm-gymnax": ("ppo", "gymnax:CartPole-v1", _ppo(memory=Memory(core="lstm", size=6)), 3),
     "ppo-continuous-envpool": ("ppo", "Pendulum-v1",
                                _ppo(normalize_obs=True, reward_scaling=True), 4),
     "pqn-gru-envpool": ("pqn", "CartPole-v1", _pqn(), 3),
     "pqn-gru-gymnax": ("pqn", "gymnax:CartPole-v1", _pqn(), 3),
-    "pqn-reset-every-step-gymnax": ("pqn", "gymnax:CartPole-v1",
-                                    _pqn(memory_reset_every_step=True), 3),
+    "pqn-reset-every-step-gymnax": (
+        "pqn", "gymnax:CartPole-v1",
+        _pqn(memory=Memory(core="gru", size=6, reset_every_step=True)), 3),
 }
 
 
@@ -174,10 +175,11 @@ def test_bootstrap_from_recorded_values_equals_the_heads_after_every_step(case):
     assert np.max(m["err"]) < 1e-5, m["err"]
 
 
-@pytest.mark.parametrize("kind", ["ppo", "pqn", "ppo-lstm"])
+@pytest.mark.parametrize("kind", ["ppo", "pqn", "ppo-lstm", "ppo-rnn"])
 def test_act_resets_the_carry_where_new_episode_and_nowhere_else(kind):
     spec = envs.make("CartPole-v1", B, 0, **NOVEL).spec
-    config = _pqn() if kind == "pqn" else _ppo(memory="lstm" if kind == "ppo-lstm" else "gru")
+    core = {"ppo-lstm": "lstm", "ppo-rnn": "rnn"}.get(kind, "gru")
+    config = _pqn() if kind == "pqn" else _ppo(memory=Memory(core=core, size=6))
     make = pqn.make_pqn if kind == "pqn" else ppo.make_ppo
     agent = make(config, spec)
     state = agent.init(jax.random.key(1))
@@ -199,7 +201,8 @@ def test_act_resets_the_carry_where_new_episode_and_nowhere_else(kind):
         np.testing.assert_array_equal(a[flags], f[flags])
         assert not np.allclose(k[flags], f[flags])
     # The ablation resets before every step: acting ignores the carry.
-    ablated = make(dataclasses.replace(config, memory_reset_every_step=True), spec)
+    ablated = make(dataclasses.replace(
+        config, memory=dataclasses.replace(config.memory, reset_every_step=True)), spec)
     a, _, s = ablated.act(state, obs, key, step, jnp.zeros(B, bool))
     b, _, z = ablated.act(zeroed, obs, key, step, jnp.zeros(B, bool))
     np.testing.assert_array_equal(a, b)
@@ -220,7 +223,8 @@ def test_select_obs_keeps_the_chosen_entries_in_every_path():
     assert novel.host_step(np.zeros(B, np.int32))[0].shape == (B, 2)
     with pytest.raises(ValueError, match="obs_indices must be distinct integers in"):
         envs.make("CartPole-v1", B, 5, obs_indices=(0, 4))
-    with pytest.raises(ValueError, match="memory must be None or one of gru, lstm"):
+    with pytest.raises(ValueError, match="unknown memory core 'transformer'; allowed: gru, "
+                                         "lstm, rnn"):
         _ppo(memory="transformer")
     with pytest.raises(ValueError, match="num_minibatches must divide num_envs"):
         _pqn(num_minibatches=8)
@@ -275,7 +279,7 @@ def test_checkpoint_keeps_the_carry_and_resume_continues(tmp_path):
 
     run = rljax.train("cartpole-novel-ppo-rnn", total_steps=1_024, chunk_steps=512,
                       logdir=str(tmp_path), tensorboard=False, eval_every=0, num_envs=8,
-                      num_minibatches=2, num_epochs=1, hidden_sizes=(8, 8), memory_size=8)
+                      num_minibatches=2, num_epochs=1, hidden_sizes=(8, 8), **{"memory.size": 8})
     hidden = np.asarray(run.state.agent.hidden)
     assert np.abs(hidden).sum() > 0
     loaded = rljax.load(run.run_dir)
@@ -335,9 +339,9 @@ def test_recurrent_run_on_a_jax_native_env_resumes_exactly(tmp_path):
     import rljax
 
     common = dict(env="gymnax:CartPole-v1", num_envs=8, chunk_steps=512, num_epochs=1,
-                  num_minibatches=2, hidden_sizes=(8, 8), memory_size=8, eval_every=0,
+                  num_minibatches=2, hidden_sizes=(8, 8), **{"memory.size": 8}, eval_every=0,
                   tensorboard=False, checkpoint_every=512, seed=5,
-                  total_updates=12)  # the learning rate anneals over the whole 1,536 steps
+                  schedule_steps=1_536)  # the learning rate anneals over the whole run
     whole = rljax.train("cartpole-novel-ppo-rnn", run_dir=str(tmp_path / "whole"),
                         total_steps=1_536, **common)
     rljax.train("cartpole-novel-ppo-rnn", run_dir=str(tmp_path / "part"),

@@ -196,7 +196,7 @@ def test_delayed_update_count_matches_python(jit, period):
 @pytest.mark.parametrize("call, match", [
     (lambda: cont.clipped_double_q_target(np.zeros(B), np.zeros(B), np.zeros((B, 1)),
                                           np.zeros(B)),
-     "must all have the same shape .*q1_t \\(16, 1\\)"),
+     "must have the same shape .*q1_t \\(16, 1\\)"),
     (lambda: cont.sac_critic_target(np.zeros(B), np.zeros(B), np.zeros(B), np.zeros(B),
                                     np.zeros(B), np.ones(B)), "alpha must be a scalar"),
     (lambda: cont.sac_actor_loss(np.zeros(B), np.zeros(B), np.zeros(B + 1), 0.1),

@@ -13,7 +13,7 @@ import pytest
 import rljax
 from rljax import resources
 from rljax.run import cli, preflight
-from rljax.run.build import build
+from rljax.run.build import build, run_length
 from rljax.run.presets import PRESETS, from_preset
 
 _FLAGS = ["--quiet", "--no-tensorboard"]
@@ -417,10 +417,11 @@ def test_wandb_without_wandb_is_refused_before_compiling(capsys, logdir, monkeyp
 
 
 def test_an_annealed_rate_that_ends_before_the_run_is_warned():
-    run = from_preset("cartpole-pqn", total_steps=51_200, total_updates=50)
-    with pytest.warns(UserWarning, match="anneals to 0 by update 50 .total_updates. of the "
-                                         "run's 100: the last 50 updates do not learn"):
-        preflight.check_values(run, None)
+    run = from_preset("cartpole-pqn", total_steps=51_200, schedule_steps=25_600)
+    with pytest.warns(UserWarning, match="anneals to 0 by update 50 .schedule_steps. of the "
+                                         "run's 100: the last 50 updates train with a "
+                                         "learning rate of 0"):
+        preflight.check_values(run, None, run_length(run))
 
 
 def test_a_nan_observation_is_refused_by_the_policy(tmp_path):

@@ -59,7 +59,9 @@ PRESETS: list[Preset] = [
 
 
 # Rainbow: DQN with the categorical head (num_atoms > 1) and every other option on.
-_RAINBOW_KEYS = _DQN_KEYS + ("n_step", "num_atoms", "v_min", "v_max", "noisy", "alpha")
+# NoisyNet explores: its epsilon schedule is unused, so not listed
+_RAINBOW_KEYS = tuple(k for k in _DQN_KEYS if k != "epsilon") + (
+    "n_step", "num_atoms", "v_min", "v_max", "noisy", "alpha")
 PRESETS += [
     _preset(
         name="cartpole-rainbow",

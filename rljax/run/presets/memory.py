@@ -9,7 +9,7 @@ import dataclasses
 
 from rljax.agents.ppo import PPOConfig
 from rljax.agents.pqn import PQNConfig
-from rljax.records import OnPolicyLoop
+from rljax.records import Memory, OnPolicyLoop
 from rljax.run.presets.base import Preset
 from rljax.run.presets.base import preset as _preset
 
@@ -18,13 +18,13 @@ _BUDGET = 1_000_000
 
 _PPO_RNN = PPOConfig(loop=OnPolicyLoop(num_envs=32, rollout_len=16),
                      num_epochs=4, num_minibatches=4, lr=1e-3, anneal_lr=True,
-                     hidden_sizes=(128, 128), activation="relu", reward_scaling=True, memory="gru",
-                     memory_size=128)
+                     hidden_sizes=(128, 128), activation="relu", reward_scaling=True,
+                     memory=Memory(core="gru", size=128))
 _PQN_RNN = PQNConfig(loop=OnPolicyLoop(num_envs=32, rollout_len=16),
                      num_epochs=4, num_minibatches=4, lr=3e-4, anneal_lr=True,
-                     hidden_sizes=(128, 128), memory="gru", memory_size=128)
+                     hidden_sizes=(128, 128), memory=Memory(core="gru", size=128))
 _KEYS = ("num_envs", "rollout_len", "num_epochs", "num_minibatches", "lr", "hidden_sizes",
-         "memory", "memory_size")
+         "memory.core", "memory.size")
 _PPO_KEYS = _KEYS + ("reward_scaling",)
 _PQN_KEYS = _KEYS + ("epsilon",)
 _CONTROL = ("the feed-forward control of {name}: the same configuration and budget without "

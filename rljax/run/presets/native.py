@@ -12,7 +12,7 @@ from rljax.agents.ppo import PPOConfig
 from rljax.agents.pqn import PQNConfig
 from rljax.agents.sac import SACConfig
 from rljax.agents.td3 import TD3Config
-from rljax.records import OffPolicyLoop, OnPolicyLoop, Replay
+from rljax.records import Memory, OffPolicyLoop, OnPolicyLoop, Replay
 from rljax.run.presets.base import ONE_THREAD_NOTE as _ONE_THREAD
 from rljax.run.presets.base import Preset
 from rljax.run.presets.base import preset as _preset
@@ -36,7 +36,7 @@ _MINATAR_PQN = PQNConfig(loop=OnPolicyLoop(num_envs=128, rollout_len=32),
 _CRAFTAX_PPO_RNN = PPOConfig(loop=OnPolicyLoop(num_envs=1024, rollout_len=64),
                              num_epochs=4, num_minibatches=8, lr=2e-4, anneal_lr=True,
                              gae_lambda=0.8, entropy_coef=0.01, max_grad_norm=1.0,
-                             hidden_sizes=(512,), memory="gru", memory_size=512)
+                             hidden_sizes=(512,), memory=Memory(core="gru", size=512))
 _MINATAR = {"breakout": "Breakout", "space-invaders": "SpaceInvaders", "asterix": "Asterix",
             "freeway": "Freeway"}
 
@@ -111,7 +111,7 @@ PRESETS: list[Preset] = [
     _preset(name="craftax-classic-ppo-rnn",
             env_id="craftax:Craftax-Classic-Symbolic-v1", config=_CRAFTAX_PPO_RNN,
             total_steps=1_000_000_000, chunk_steps=1_048_576,
-            key_params=_PPO_KEYS + ("memory", "memory_size"),
+            key_params=_PPO_KEYS + ("memory.core", "memory.size"),
             notes="Craftax's published PPO-RNN settings (1,024 envs x 64 steps, 4 x 8 "
                   "minibatches of whole env sequences, Adam 2e-4 annealed, GAE(0.8), "
                   "entropy 0.01, grad norm 1, 512 units, GRU 512), 1B env steps: a GPU run"),
@@ -120,9 +120,9 @@ PRESETS: list[Preset] = [
             config=PQNConfig(loop=OnPolicyLoop(num_envs=1024, rollout_len=128),
                              num_epochs=4, num_minibatches=4, lr=3e-4, anneal_lr=True,
                              q_lambda=0.5, reward_scale=1.0, max_grad_norm=0.5, hidden_sizes=(512,),
-                             epsilon=((0, 1.0), (763, 0.005)), memory="gru", memory_size=512),
+                             epsilon=((0, 1.0), (763, 0.005)), memory=Memory(core="gru", size=512)),
             total_steps=1_000_000_000, chunk_steps=1_048_576,
-            key_params=_PQN_KEYS + ("memory", "memory_size"),
+            key_params=_PQN_KEYS + ("memory.core", "memory.size"),
             notes="purejaxql's pqn_rnn_craftax settings (1,024 envs x 128 steps, 4 x 4 "
                   "minibatches, RAdam 3e-4 annealed, Q(0.5), grad norm 0.5, epsilon 1 -> "
                   "0.005 over the first 10% of updates, 512 units, GRU 512) with LayerNorm "
@@ -133,7 +133,7 @@ PRESETS: list[Preset] = [
             config=dataclasses.replace(_CRAFTAX_PPO_RNN, loop=dataclasses.replace(
                 _CRAFTAX_PPO_RNN.loop, num_envs=64)),
             total_steps=2_000_000, chunk_steps=65_536,
-            key_params=_PPO_KEYS + ("memory", "memory_size"),
+            key_params=_PPO_KEYS + ("memory.core", "memory.size"),
             notes="craftax-classic-ppo-rnn with 64 envs and a 2M-step budget, for CPUs, "
                   "beside craftax-classic-ppo-cpu"),
     _preset(name="craftax-classic-ppo-cpu",
