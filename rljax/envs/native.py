@@ -125,6 +125,19 @@ SUITES: dict[str, Suite] = {
 }
 
 
+def _backend(suite_name: str, description: str, install: str | None = None):
+    """The :class:`~rljax.envs.registry.Backend` record of suite ``suite_name``."""
+    from rljax.envs.registry import Backend
+
+    suite = SUITES[suite_name]
+    return Backend(
+        make=lambda name, *args, **options: make(f"{suite_name}:{name}", *args, **options),
+        task_ids=lambda: suite.tasks,
+        spec=lambda name, **options: task_spec(f"{suite_name}:{name}", **options),
+        vmappable=True, package=suite.package, install=install,
+        thresholds=_THRESHOLDS if suite_name == "gymnax" else {}, description=description)
+
+
 def split_task_id(task_id: str) -> tuple[str, str] | None:
     """``(suite, name)`` of a JAX-native task id, None for an envpool id."""
     if not isinstance(task_id, str) or ":" not in task_id:
@@ -210,6 +223,14 @@ def task_spec(task_id: str, num_envs: int = 1, **options: Any) -> EnvSpec:
                    reward_threshold=_THRESHOLDS.get(name) if suite.package == "gymnax" else None,
                    is_atari=False, options=tuple(sorted(options.items())),
                    resets_in_step=True, vmappable=True)
+
+
+# The suites as env backends (rljax.envs.registry registers them under their prefixes).
+BACKENDS = {
+    "gymnax": _backend("gymnax", "JAX-native, stepped in the program"),
+    "craftax": _backend("craftax", "JAX-native, stepped in the program",
+                        install="pip install 'rljax[craftax]'"),
+}
 
 
 def achievement_names(task_id: str) -> tuple[str, ...] | None:
