@@ -64,7 +64,7 @@ class Backend(NamedTuple):
 
 
 _BACKENDS: dict[str, Backend] = {}
-_BUILTIN = ("", "gymnax", "craftax")
+_BUILTIN = ("", "gymnax", "craftax", "object")
 
 
 def register(prefix: str, backend: Backend) -> None:
@@ -106,10 +106,10 @@ def lookup(task_id: str) -> tuple[Backend, str]:
     if not sep:  # a bare id
         prefix, name = "", task_id
     backend = _BACKENDS.get(prefix)
-    if backend is None:
-        known = ", ".join(p for p in backends() if p)
-        raise ValueError(f"unknown env backend {prefix!r} in {task_id!r}; allowed: "
-                         f"{known} (e.g. gymnax:CartPole-v1), or a bare envpool task id")
+    if backend is None:  # module:callable, an env factory (or an unknown prefix)
+        from rljax.envs import objects
+
+        backend = objects.factory_backend(prefix, name, tuple(p for p in backends() if p))
     if backend.package is not None and importlib.util.find_spec(backend.package) is None:
         raise ValueError(f"{task_id} needs the {backend.package} package: "
                          f"{install_command(backend)}")
@@ -134,12 +134,12 @@ def check_name(task_id: str, name: str, names: Sequence[str]) -> None:
 
 
 def _ensure_builtin() -> None:
-    """Registers envpool, gymnax and craftax on first use, unless a user's registration
+    """Registers envpool, gymnax, craftax and the env objects' backend on first use, unless a user's registration
     already took the prefix."""
     if all(p in _BACKENDS for p in _BUILTIN):
         return
-    from rljax.envs import native, pool
+    from rljax.envs import native, objects, pool
 
-    builtin: dict[str, Any] = {"": pool.BACKEND, **native.BACKENDS}
+    builtin: dict[str, Any] = {"": pool.BACKEND, **native.BACKENDS, objects.PREFIX: objects.BACKEND}
     for prefix, backend in builtin.items():
         _BACKENDS.setdefault(prefix, backend)
