@@ -7,8 +7,8 @@ seconds (tests/run/test_env_objects.py trains on them; never imported by rljax).
   (truncated): the optimum return is 10, a uniform random policy's about 0.5.
 * :class:`Reach`, a brax-style env with continuous actions: the observation is a target
   in ``[-1, 1]^2``, the reward ``1 - mean((action - target)^2)``, then a new target; it never
-  terminates, so the time limit (``max_episode_steps``) alone ends its episodes: the
-  optimum return is ``max_episode_steps``, a uniform random policy's a third of it.
+  terminates, so the time limit (``max_episode_steps``, 10) alone ends its episodes: the
+  optimum return is 10, a uniform random policy's about a third of it.
 """
 
 from __future__ import annotations
@@ -68,6 +68,7 @@ class ReachState:
 class Reach:
     observation_size = 2
     action_size = 2
+    max_episode_steps = 10  # the time limit rljax keeps (max_episode_steps= overrides it)
 
     def reset(self, key):
         key, sub = jax.random.split(key)

@@ -4,9 +4,10 @@ A brax-style env is an object whose ``reset(key)`` and ``step(state, action)`` a
 JAX functions of a state carrying ``obs`` (an array ``[observation_size]``), ``reward`` and
 ``done`` (termination, as a number or bool), with ``observation_size`` and ``action_size``
 and continuous actions in ``[-1, 1]`` (brax's own envs, a Playground env, a user's). It
-has no time limit of its own: rljax keeps one, ``max_episode_steps`` (default 1000, as
-brax's training does), apart from termination: a step that ends the episode by the limit
-alone is *truncated* and bootstraps from its real final observation.
+has no time limit of its own: rljax keeps one, ``max_episode_steps`` (default: the env's
+attribute of that name, else 1000, as brax's training does), apart from termination: a
+step that ends the episode by the limit alone is *truncated* and bootstraps from its real
+final observation.
 
 :func:`source` wraps such an env once into the gymnax shape (``reset_env`` /
 ``step_env`` with a step counter), so :mod:`rljax.envs.native` builds, vmaps, seeds and
@@ -119,7 +120,9 @@ def source(env: Any, task_id: str, max_episode_steps: int | None = None,
                 else type(obs).__name__)
         raise ValueError(f"{type(env).__name__}'s observation must be one array of shape "
                          f"{size} (observation_size), got {what}")
-    steps = DEFAULT_MAX_EPISODE_STEPS if max_episode_steps is None else max_episode_steps
+    if max_episode_steps is None:  # the env's own, else brax's default
+        max_episode_steps = getattr(env, "max_episode_steps", None) or DEFAULT_MAX_EPISODE_STEPS
+    steps = max_episode_steps
     return native.Source(task_id, SUITE, shaped, Params(max_steps_in_episode=int(steps)),
                          threshold)
 

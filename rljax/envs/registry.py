@@ -134,8 +134,8 @@ def check_name(task_id: str, name: str, names: Sequence[str]) -> None:
 
 
 def _ensure_builtin() -> None:
-    """Registers envpool, gymnax, craftax and the env objects' backend on first use, unless a user's registration
-    already took the prefix."""
+    """Registers envpool, gymnax, craftax and the env objects' backend on first use,
+    unless a user's registration already took the prefix."""
     if all(p in _BACKENDS for p in _BUILTIN):
         return
     from rljax.envs import native, objects, pool

@@ -55,7 +55,7 @@ def test_bad_registrations_and_unknown_prefixes_are_refused(mirror):
         envs.register("a:b", _mirror_backend([]))
     with pytest.raises(ValueError, match="takes an rljax.envs.Backend record"):
         envs.register("x", object())
-    with pytest.raises(ValueError, match="allowed: gymnax, craftax, mirror"):
+    with pytest.raises(ValueError, match="allowed: gymnax, craftax, object, mirror"):
         envs.check_task("mirrr:Pole")
 
 
@@ -69,3 +69,29 @@ def test_a_backend_without_its_package_says_how_to_install_it():
             envs.make("absent:X", 2)
     finally:
         registry._BACKENDS.pop("absent")
+
+
+@pytest.mark.slow
+def test_a_backend_registered_from_a_test_module_is_listed_and_trained_on(tmp_path, capsys):
+    import user_envs
+
+    import rljax
+    from rljax.envs import brax_style
+    from rljax.run import cli
+
+    def make(name, num_envs, seed, **options):
+        return brax_style.make(user_envs.Reach(), num_envs, seed, task_id=f"testtoy:{name}",
+                               **options)
+
+    envs.register("testtoy", envs.Backend(
+        make=make, task_ids=lambda: ("Reach",), spec=lambda name, **o: make(name, 1, 0, **o).spec,
+        description="registered by a test"))
+    try:
+        assert cli.main(["envs"]) == 0
+        assert "testtoy (registered by a test):\n  testtoy:Reach\n" in capsys.readouterr().out
+        run = rljax.train("gymnax-cartpole-ppo", env="testtoy:Reach", num_envs=4,
+                          total_steps=1_024, chunk_steps=512, logdir=str(tmp_path))
+        assert run.summary["env_id"] == "testtoy:Reach" and len(run.metrics) == 2
+        assert run.metrics[-1]["episodes"] > 0  # 10-step episodes ended
+    finally:
+        registry._BACKENDS.pop("testtoy")
