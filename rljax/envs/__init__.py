@@ -1,14 +1,17 @@
-"""Batched environments for rljax: one contract, two backends.
+"""Batched environments for rljax: one contract, backends as records in one registry.
 
-A task id names its backend: bare ids are envpool's (``CartPole-v1``, ``Breakout-v5``,
-``Reacher-v5``), ``SUITE:NAME`` ids are JAX-native suites stepped inside the program
-(``gymnax:CartPole-v1``, ``gymnax:Breakout-MinAtar``,
-``craftax:Craftax-Classic-Symbolic-v1``). Every backend returns an :class:`Env`
+A task id names its backend (:mod:`rljax.envs.registry`): bare ids are envpool's
+(``CartPole-v1``, ``Breakout-v5``, ``Reacher-v5``), ``PREFIX:NAME`` ids another backend's:
+the JAX-native suites stepped inside the program (``gymnax:CartPole-v1``,
+``gymnax:Breakout-MinAtar``, ``craftax:Craftax-Classic-Symbolic-v1``), a user's own
+(:func:`register`), or a factory ``module:callable`` returning an env object
+(:mod:`rljax.envs.objects`). Every backend returns an :class:`Env`
 (:mod:`rljax.envs.base`); ``rljax envs`` lists the ids.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,6 +20,7 @@ from rljax.envs.base import EnvState
 from rljax.envs.base import StepResult
 from rljax.envs.base import env_seeds
 from rljax.envs.base import resolve_seeds
+from rljax.envs.registry import Backend, backends, lookup, register
 from rljax.envs.spec import EnvSpec
 from rljax.envs.spec import all_task_ids
 from rljax.envs.stats import EpisodeStats
@@ -24,89 +28,80 @@ from rljax.envs.stats import recent_mean_return
 
 
 def is_native(task_id: str) -> bool:
-    """Whether ``task_id`` names a JAX-native suite (``SUITE:NAME``)."""
-    return isinstance(task_id, str) and ":" in task_id
+    """Whether ``task_id``'s backend steps its envs inside the program (is vmappable)."""
+    return vmappable(task_id)
 
 
 def make(task_id: str, num_envs: int = 8, seed: int | Sequence[int] = 0,
          **kwargs: Any) -> Env:
-    """Builds one run's batched env of ``task_id`` with the backend its id names.
+    """Builds one run's batched env of ``task_id`` with the backend its id names
+    (:func:`rljax.envs.registry.lookup`).
 
     Arguments as :func:`rljax.envs.pool.make` (envpool) takes them: ``seed`` is the run's
-    seed or every env's own; JAX-native suites (:func:`rljax.envs.native.make`) take the
-    same ones, and their own options. Several members' envs (seeds, sweep values) and
-    data-parallel shards are composed around this env by :mod:`rljax.parallel.envs`.
+    seed or every env's own; every backend takes the same ones, and its own options.
+    Several members' envs (seeds, sweep values) and data-parallel shards are composed
+    around this env by :mod:`rljax.parallel.envs`.
     """
-    if is_native(task_id):
-        from rljax.envs import native
+    backend, name = lookup(task_id)
+    # rljax's own wrapper options apply over any backend's env.
+    indices = kwargs.pop("obs_indices", None)
+    env = backend.make(name, num_envs, seed, **kwargs)
+    if env.spec.task_id != task_id:  # a backend names its tasks without the prefix
+        env = env._replace(spec=dataclasses.replace(env.spec, task_id=task_id))
+    if indices is not None:
+        from rljax.envs.wrappers import select_obs
 
-        # rljax's own wrapper options apply over any backend (envpool's make takes them
-        # itself, checking them with its options).
-        indices = kwargs.pop("obs_indices", None)
-        env = native.make(task_id, num_envs, seed, **kwargs)
-        if indices is not None:
-            from rljax.envs.wrappers import select_obs
-
-            env = select_obs(env, indices)
-        return env
-    from rljax.envs import pool
-
-    return pool.make(task_id, num_envs, seed, **kwargs)
+        env = select_obs(env, indices)
+    return env
 
 
 def vmappable(task_id: str) -> bool:
     """Whether the backend of ``task_id`` builds vmappable envs (``EnvSpec.vmappable``):
     JAX-native suites do; envpool does not (one pool holds several members' envs)."""
-    return is_native(task_id)
+    return lookup(task_id)[0].vmappable
 
 
 def check_task(task_id: str) -> None:
     """Refuses an unknown task id (suggesting close matches) or one no agent takes."""
-    if is_native(task_id):
-        from rljax.envs import native
-
-        native.task_spec(task_id)
-        return
-    from rljax.envs import spec
-
-    spec.check_task(task_id)
+    backend, name = lookup(task_id)
+    backend.spec(name)
 
 
 def reward_threshold(task_id: str) -> float | None:
     """The task's "solved" mean return where its backend defines one."""
-    if is_native(task_id):
-        from rljax.envs import native
-
-        return native.task_spec(task_id).reward_threshold
-    from rljax.envs.spec import task_spec
-
-    value = getattr(task_spec(task_id).config, "reward_threshold", None)
-    return None if value is None else float(value)
+    backend, name = lookup(task_id)
+    if name in backend.thresholds:
+        return float(backend.thresholds[name])
+    return backend.spec(name).reward_threshold
 
 
 def task_ids() -> dict[str, list[str]]:
-    """The task ids of each backend: ``{"envpool": [...], "gymnax": [...], ...}``."""
-    from rljax.envs import native
-
-    out: dict[str, list[str]] = {"envpool": list(all_task_ids())}
-    for tid in native.task_ids():
-        out.setdefault(tid.split(":")[0], []).append(tid)
+    """The task ids of each registered backend: ``{"envpool": [...], "gymnax": [...],
+    ...}`` (the bare ids' backend under its package's name)."""
+    out: dict[str, list[str]] = {}
+    for prefix, backend in backends().items():
+        label = prefix or backend.package or "bare"
+        out[label] = [f"{prefix}:{t}" if prefix else t for t in backend.task_ids()]
     return out
 
 
 __all__ = [
+    "Backend",
     "Env",
     "EnvSpec",
     "EnvState",
     "EpisodeStats",
     "StepResult",
     "all_task_ids",
+    "backends",
     "check_task",
     "env_seeds",
     "is_native",
+    "lookup",
     "make",
     "recent_mean_return",
     "resolve_seeds",
+    "register",
     "reward_threshold",
     "task_ids",
     "vmappable",

@@ -26,6 +26,7 @@ needs only that entry.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import functools
 import importlib.util
@@ -125,6 +126,19 @@ SUITES: dict[str, Suite] = {
 }
 
 
+def _backend(suite_name: str, description: str, install: str | None = None):
+    """The :class:`~rljax.envs.registry.Backend` record of suite ``suite_name``."""
+    from rljax.envs.registry import Backend
+
+    suite = SUITES[suite_name]
+    return Backend(
+        make=lambda name, *args, **options: make(f"{suite_name}:{name}", *args, **options),
+        task_ids=lambda: suite.tasks,
+        spec=lambda name, **options: task_spec(f"{suite_name}:{name}", **options),
+        vmappable=True, package=suite.package, install=install,
+        thresholds=_THRESHOLDS if suite_name == "gymnax" else {}, description=description)
+
+
 def split_task_id(task_id: str) -> tuple[str, str] | None:
     """``(suite, name)`` of a JAX-native task id, None for an envpool id."""
     if not isinstance(task_id, str) or ":" not in task_id:
@@ -158,16 +172,45 @@ def check_task(task_id: str) -> tuple[Suite, str]:
     return suite, name
 
 
+@dataclasses.dataclass(frozen=True, eq=False)  # hashed by identity: keys the caches below
+class Source:
+    """One task's gymnax-shaped env: everything :func:`make_from` builds envs from.
+
+    Attributes:
+        task_id: the id its envs' specs carry.
+        suite: how to split its ``done`` and set its time limit.
+        env: the env object (``reset_env(key, params)``, ``step_env(key, state, action,
+            params)``, ``observation_space(params)``, ``action_space(params)``).
+        params: the env's params.
+        threshold: the mean return that counts as solved, or None.
+    """
+
+    task_id: str
+    suite: Suite
+    env: Any
+    params: Any
+    threshold: float | None = None
+
+
 @functools.cache
-def _env(task_id: str, max_episode_steps: int | None) -> tuple[Any, Any]:
+def _source(task_id: str, max_episode_steps: int | None) -> Source:
     suite, name = check_task(task_id)
     env, params = suite.make(name)
-    if max_episode_steps is not None:
-        params = suite.with_time_limit(params, max_episode_steps)
-    return env, params
+    threshold = _THRESHOLDS.get(name) if suite.package == "gymnax" else None
+    return limited(Source(task_id, suite, env, params, threshold), max_episode_steps)
 
 
-def _check_options(task_id: str, options: dict[str, Any]) -> dict[str, Any]:
+@functools.cache
+def limited(source: Source, max_episode_steps: int | None) -> Source:
+    """``source`` with its time limit set to ``max_episode_steps`` (None: its own)."""
+    if max_episode_steps is None:
+        return source
+    return dataclasses.replace(source, params=source.suite.with_time_limit(
+        source.params, max_episode_steps))
+
+
+def check_options(task_id: str, options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` if every one is a JAX-native env's; ValueError naming a bad one."""
     for name in options:
         if name not in _OPTIONS:
             close = difflib.get_close_matches(name, _OPTIONS, n=2)
@@ -189,9 +232,13 @@ def _check_options(task_id: str, options: dict[str, Any]) -> dict[str, Any]:
 
 def task_spec(task_id: str, num_envs: int = 1, **options: Any) -> EnvSpec:
     """The :class:`EnvSpec` of a JAX-native task (no env is stepped)."""
-    options = _check_options(task_id, options)
-    suite, name = check_task(task_id)
-    env, params = _env(task_id, options.get("max_episode_steps"))
+    options = check_options(task_id, options)
+    return source_spec(_source(task_id, options.get("max_episode_steps")), num_envs, options)
+
+
+def source_spec(source: Source, num_envs: int, options: dict[str, Any]) -> EnvSpec:
+    """The :class:`EnvSpec` of ``num_envs`` envs of ``source`` (no env is stepped)."""
+    env, params = source.env, source.params
     obs_space, act_space = env.observation_space(params), env.action_space(params)
     obs_shape = tuple(int(d) for d in obs_space.shape)
     if len(obs_shape) > 1 and options.get("flatten", True):
@@ -203,13 +250,21 @@ def task_spec(task_id: str, num_envs: int = 1, **options: Any) -> EnvSpec:
         size = int(np.prod(action_shape))
         low = tuple(float(x) for x in np.broadcast_to(np.asarray(act_space.low), size))
         high = tuple(float(x) for x in np.broadcast_to(np.asarray(act_space.high), size))
-    return EnvSpec(task_id=task_id, num_envs=int(num_envs), obs_shape=obs_shape,
+    return EnvSpec(task_id=source.task_id, num_envs=int(num_envs), obs_shape=obs_shape,
                    obs_dtype=np.dtype(np.float32), num_actions=num_actions,
                    action_shape=action_shape, action_low=low, action_high=high,
-                   max_episode_steps=suite.time_limit(params),
-                   reward_threshold=_THRESHOLDS.get(name) if suite.package == "gymnax" else None,
+                   max_episode_steps=source.suite.time_limit(params),
+                   reward_threshold=source.threshold,
                    is_atari=False, options=tuple(sorted(options.items())),
                    resets_in_step=True, vmappable=True)
+
+
+# The suites as env backends (rljax.envs.registry registers them under their prefixes).
+BACKENDS = {
+    "gymnax": _backend("gymnax", "JAX-native, stepped in the program"),
+    "craftax": _backend("craftax", "JAX-native, stepped in the program",
+                        install="pip install 'rljax[craftax]'"),
+}
 
 
 def achievement_names(task_id: str) -> tuple[str, ...] | None:
@@ -253,12 +308,23 @@ def make(task_id: str, num_envs: int = 8, seed: int | Sequence[int] = 0,
     The env is ``spec.vmappable``: its ``step`` is the same function for every seed, and
     :mod:`rljax.parallel.envs` vmaps it over members.
     """
-    spec = task_spec(task_id, num_envs, **options)
-    n = int(num_envs)
-    if n < 1:
+    options = check_options(task_id, options)
+    return make_from(_source(task_id, options.get("max_episode_steps")), num_envs, seed,
+                     options)
+
+
+def make_from(source: Source, num_envs: int, seed: int | Sequence[int],
+              options: dict[str, Any]) -> Env:
+    """``num_envs`` envs of ``source`` (checked ``options``, as :func:`make` takes them),
+    seeded as :func:`make` seeds them; how env objects (:mod:`rljax.envs.objects`) are
+    built too."""
+    if isinstance(num_envs, bool) or not isinstance(num_envs, int | np.integer) or (
+            num_envs < 1):
         raise ValueError(f"num_envs must be an integer >= 1, got {num_envs!r}")
+    n = int(num_envs)
+    spec = source_spec(source, n, options)
     seeds = np.asarray(resolve_seeds(seed, n), np.int64)
-    initial, step = _functions(task_id, n, tuple(sorted(options.items())))
+    initial, step = _functions(source, n, tuple(sorted(options.items())))
 
     def reset() -> EnvState:
         return initial(seeds)
@@ -266,19 +332,19 @@ def make(task_id: str, num_envs: int = 8, seed: int | Sequence[int] = 0,
     def state_shapes() -> EnvState:
         return jax.eval_shape(initial, seeds)
 
+    names = source.suite.achievement_names
     return Env(spec=spec, pool=None, reset=reset, step=step, host_step=None,
-               state_shapes=state_shapes, achievement_names=achievement_names(task_id))
+               state_shapes=state_shapes, achievement_names=None if names is None else names())
 
 
 @functools.cache
-def _functions(task_id: str, n: int, options: tuple) -> tuple[Callable, Callable]:
-    """``(initial, step)`` of ``n`` envs of ``task_id``: ``initial(seeds [n])`` (jitted) and
+def _functions(source: Source, n: int, options: tuple) -> tuple[Callable, Callable]:
+    """``(initial, step)`` of ``n`` envs of ``source``: ``initial(seeds [n])`` (jitted) and
     ``step``, shared by every env built alike, whatever its seeds (members' envs compile
     their reset once)."""
     options = dict(options)
-    spec = task_spec(task_id, n, **options)
-    suite, _ = check_task(task_id)
-    env, params = _env(task_id, options.get("max_episode_steps"))
+    spec = source_spec(source, n, options)
+    suite, env, params = source.suite, source.env, source.params
     flat = len(spec.obs_shape) == 1
     ach = suite.achievements
     resets = max(1, n // options.get("reset_ratio", suite.reset_ratio))

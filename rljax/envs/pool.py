@@ -16,6 +16,7 @@ actions up and observations down right there.
 from __future__ import annotations
 
 import contextlib
+import types
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -27,7 +28,15 @@ import numpy as np
 from rljax import resources
 from rljax.envs import envpool_ffi
 from rljax.envs.base import Env, EnvState, StepResult, resolve_seeds
-from rljax.envs.spec import EnvSpec, check_options, is_atari_config, task_spaces, task_spec
+from rljax.envs.registry import Backend
+from rljax.envs.spec import (
+    EnvSpec,
+    check_options,
+    check_task,
+    is_atari_config,
+    task_spaces,
+    task_spec,
+)
 from rljax.envs.stats import init_stats, update_stats
 from rljax.types import Array
 
@@ -173,3 +182,26 @@ def _check_pool_memory(task_id: str, num_envs: int) -> None:
     need = resources.env_pool_bytes(num_envs, space.shape, space.dtype)
     what = f"{num_envs:,} envpool envs"
     resources.check_fits({what: need}, {what: "num_envs"})
+
+
+def static_spec(task_id: str, **options: Any) -> EnvSpec:
+    """The :class:`EnvSpec` of one env of ``task_id``, read from envpool's spec without
+    building a pool; ValueError for an unknown task (with suggestions) or one whose
+    spaces no rljax agent takes."""
+    check_task(task_id)
+    envpool_spec = task_spec(task_id)
+    observations, actions = task_spaces(envpool_spec)
+    view = types.SimpleNamespace(observation_space=observations, action_space=actions,
+                                 spec=envpool_spec)
+    return _build_spec(task_id, 1, view, dict(options))[0]
+
+
+def _all_task_ids() -> tuple[str, ...]:
+    from rljax.envs.spec import all_task_ids
+
+    return all_task_ids()
+
+
+# envpool as the env backend of bare task ids (rljax.envs.registry registers it).
+BACKEND = Backend(make=make, task_ids=_all_task_ids, spec=static_spec, vmappable=False,
+                  package="envpool", description="bare ids, stepped on the host")

@@ -112,16 +112,20 @@ def _add_other_commands(sub) -> None:
 def _cmd_envs(args: argparse.Namespace) -> int:
     import importlib.util
 
-    from rljax.envs import native, task_ids
+    from rljax.envs import backends
+    from rljax.envs.registry import install_command
 
-    for backend, ids in task_ids().items():
-        if backend == "envpool":
-            shown = ", ".join(ids) if args.all else f"{len(ids)} tasks (--all lists them)"
-            print(f"envpool (bare ids, stepped on the host): {shown}")
+    for prefix, backend in backends().items():
+        ids = [f"{prefix}:{t}" if prefix else t for t in backend.task_ids()]
+        missing = backend.package is not None and importlib.util.find_spec(
+            backend.package) is None
+        state = f" [not installed: {install_command(backend)}]" if missing else ""
+        label = prefix or f"{backend.package or 'bare ids'}"
+        about = f" ({backend.description})" if backend.description else ""
+        if len(ids) > 20 and not args.all:
+            print(f"{label}{about}{state}: {len(ids)} tasks (--all lists them)")
             continue
-        installed = importlib.util.find_spec(native.SUITES[backend].package) is not None
-        state = "" if installed else f" [not installed: pip install {backend}]"
-        print(f"{backend} (JAX-native, stepped in the program){state}:")
+        print(f"{label}{about}{state}:")
         for tid in ids:
             print(f"  {tid}")
     return 0

@@ -23,14 +23,17 @@ class RunConfig:
 
     Attributes:
         algo: algorithm name.
-        env_id: envpool task id.
+        env_id: task id (``CartPole-v1``, ``gymnax:CartPole-v1``, a registered backend's
+            ``PREFIX:NAME``, or ``module:callable`` of an env factory); an env object given
+            here (or as ``env=``) becomes the task ``object:NAME`` (:mod:`rljax.envs.objects`).
         config: the agent's config dataclass.
         total_steps: env-step budget over all envs; rounded up to whole chunks.
         seed: seeds parameters, exploration and the envs.
         num_seeds: independent runs with seeds ``seed .. seed + num_seeds - 1`` in one
             compiled program (one envpool pool of ``num_seeds * num_envs`` envs).
-        threshold: solve threshold for ``solved_at_step`` (None: never).
-        env_options: extra envpool options as ``((name, value), ...)``.
+        threshold: solve threshold for ``solved_at_step`` (None: never); the task's own
+            unless given (``solve_threshold=``).
+        env_options: extra env options as ``((name, value), ...)`` (``max_episode_steps``).
         chunk_steps: env steps per compiled chunk, and per metrics row.
         logdir: parent folder of run directories.
         preset: name of the preset it came from, if any.
@@ -63,7 +66,8 @@ class RunConfig:
     """
 
     algo: str
-    env_id: str = setting(help="envpool task id to use instead of the preset's", keyword="env")
+    env_id: str = setting(help="task id to use instead of the preset's, or module:callable of "
+                          "a factory returning an env object", keyword="env")
     config: Any
     total_steps: int = setting(help="env-step budget over all envs", low=1,
                                high=validate.INT32_LIMIT - 1, resumable=True,
@@ -73,7 +77,9 @@ class RunConfig:
     num_seeds: int = setting(1, help="train N independent seeds (seed .. seed+N-1) in one "
                              "program", flag="--seeds", metavar="N", low=1, high=4096,
                              learning=False)
-    threshold: float | None = None
+    threshold: float | None = setting(None, help="mean return that counts as solved (default: "
+                                      "the task's own, if it has one)", metavar="RETURN",
+                                      keyword="solve_threshold", resumable=True, learning=False)
     env_options: tuple[tuple[str, Any], ...] = ()
     chunk_steps: int = setting(20_000, help="env steps per compiled chunk: the cadence of "
                                "metrics rows, progress and checkpoints (default: the preset's)",
@@ -113,6 +119,13 @@ class RunConfig:
                                "CPU", metavar="N", low=0, resumable=True, learning=False)
 
     def __post_init__(self):
+        if not isinstance(self.env_id, str):  # an env object, adapted once
+            from rljax.envs import objects
+
+            env_id, options = objects.add(self.env_id)
+            object.__setattr__(self, "env_id", env_id)
+            object.__setattr__(self, "env_options", tuple(sorted(
+                {**dict(self.env_options), **dict(options)}.items())))
         algo = get_algorithm(self.algo)
         if not isinstance(self.config, algo.config_cls):
             raise ValueError(f"config for {self.algo} must be a {algo.config_cls.__name__}, "
@@ -289,10 +302,10 @@ def override(base: RunConfig, **changes: Any) -> RunConfig:
     """``base`` with run settings (:data:`OPTIONS`, by keyword) and agent fields changed;
     a value of None (or an empty text) keeps ``base``'s.
 
-    Values may be strings (from the command line) or Python values.
+    Values may be strings (from the command line) or Python values. ``env`` may also be
+    an env object, with ``env_params`` and ``max_episode_steps`` (:func:`_env_changes`).
     """
-    from rljax.envs import check_task
-
+    env_fields = _env_changes(base, changes)
     for old, new in RUN_RENAMED.items():
         if old in changes:
             raise ValueError(f"run field {old!r} was renamed {new!r}; set {new} instead")
@@ -307,13 +320,7 @@ def override(base: RunConfig, **changes: Any) -> RunConfig:
     for name, (option, value) in given.items():
         if name != "sweep":
             new[name] = coerce(name, settings.without_none(option.type), value)
-    env = new.get("env_id")
-    if env is not None:
-        check_task(env)
-        new["env_options"] = ()
-        if env != base.env_id or base.threshold is None:
-            # A preset's threshold is for its own task; another task brings its own.
-            new["threshold"] = _task_threshold(env)
+    new = {**env_fields, **new}  # a given solve_threshold over the task's
     if "sweep" in given:
         sweep = given["sweep"][1]
         new["sweep"] = _coerce_sweep(algo.config_cls,
@@ -344,7 +351,32 @@ def _coerce_sweep(config_cls: type, name: str, values: Any) -> tuple[str, tuple[
     return name, tuple(coerce(name, tp, v) for v in values)
 
 
-def _task_threshold(env_id: str) -> float | None:
-    from rljax.envs import reward_threshold
+def _env_changes(base: RunConfig, changes: dict[str, Any]) -> dict[str, Any]:
+    """The fields that ``env`` (a task id, an import string or an env object),
+    ``env_params`` and ``max_episode_steps`` set, taken out of ``changes``: the task id,
+    its options and (for another task) its solve threshold."""
+    from rljax import envs
+    from rljax.envs import objects
 
-    return reward_threshold(env_id)
+    env, params = changes.pop("env", None), changes.pop("env_params", None)
+    steps = changes.pop("max_episode_steps", None)
+    if params is not None and (env is None or isinstance(env, str)):
+        raise ValueError("env_params applies to an env object given as env=...")
+    if env is None or env == "":
+        if steps is None:
+            return {}
+        env, options = base.env_id, dict(base.env_options)
+    elif isinstance(env, str):
+        envs.check_task(env)
+        options = {}
+    else:
+        env, spaces = objects.add(env, params)
+        # the same object again (a resume): its recorded options stand unless given
+        options = {**(dict(base.env_options) if env == base.env_id else {}), **dict(spaces)}
+    if steps is not None:
+        options["max_episode_steps"] = validate.integer("max_episode_steps", steps, low=1)
+    out = {"env_id": env, "env_options": tuple(sorted(options.items()))}
+    if env != base.env_id or base.threshold is None:
+        # A preset's threshold is for its own task; another task brings its own.
+        out["threshold"] = envs.reward_threshold(env)
+    return out

@@ -296,6 +296,8 @@ def check_python_values(config_cls: type | None, overrides: dict[str, Any]) -> N
     for name, value in overrides.items():
         if name == "sweep":
             _check_sweep_values(value)
+        elif name == "env" and not isinstance(value, str | None):
+            continue  # an env object, checked where it is adapted (rljax.envs.objects)
         elif name in RUN_TYPES:
             _refuse_type(name, RUN_TYPES[name], value)
         elif name in known:
