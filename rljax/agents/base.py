@@ -155,10 +155,26 @@ def check_memory_fields(config: Any) -> None:
     if (isinstance(config.memory_size, bool) or not isinstance(config.memory_size, int)
             or config.memory_size < 1):
         raise ValueError(f"memory_size must be an integer >= 1, got {config.memory_size!r}")
+    default = type(config).__dataclass_fields__["memory_size"].default
+    if config.memory is None and (config.memory_size != default
+                                  or config.memory_reset_every_step):
+        raise ValueError(f"memory_size={config.memory_size!r} and memory_reset_every_step="
+                         f"{config.memory_reset_every_step!r} apply only with memory "
+                         f"({', '.join(MEMORY_CORES)}); without memory leave them at "
+                         f"{default} and False")
     if config.memory is not None and config.loop.num_envs % config.num_minibatches:
         raise ValueError(f"with memory, minibatches hold whole env sequences: num_minibatches "
                          f"must divide num_envs = {config.loop.num_envs}, got "
                          f"{config.num_minibatches!r}")
+
+
+def check_annealing(config: Any) -> None:
+    """``total_updates`` is the length of the annealed learning rate: refused without
+    ``anneal_lr``, where it would change nothing."""
+    if config.total_updates is not None and not config.anneal_lr:
+        raise ValueError(f"total_updates={config.total_updates!r} applies only with "
+                         f"anneal_lr=true (the length of the annealed learning rate); set "
+                         f"anneal_lr=true, or leave total_updates unset")
 
 
 class Parallel(NamedTuple):

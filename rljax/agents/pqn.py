@@ -38,6 +38,7 @@ from rljax.agents.base import (
     Update,
     annealed_learning_rate,
     check_action_space,
+    check_annealing,
     check_memory_fields,
 )
 from rljax.envs.spec import EnvSpec
@@ -156,6 +157,7 @@ class PQNConfig:
         for name in ("anneal_lr", "layer_norm", "memory_reset_every_step"):
             validate.boolean(name, getattr(self, name))
         check_memory_fields(self)
+        check_annealing(self)
         validate.schedule("epsilon", self.epsilon, low=0.0, high=1.0)
 
 

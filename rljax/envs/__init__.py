@@ -72,6 +72,23 @@ def check_task(task_id: str) -> None:
     spec.check_task(task_id)
 
 
+def check_options(task_id: str, options: dict[str, Any]) -> None:
+    """Refuses ``options`` (``rljax.envs.make``'s keyword arguments, ``obs_indices``
+    included) that the backend of ``task_id`` does not take, naming the option."""
+    if not is_native(task_id):
+        from rljax.envs import spec
+
+        spec.check_options(task_id, 1, 0, options)
+        return
+    from rljax.envs import native
+    from rljax.envs.wrappers import check_obs_indices
+
+    rest = {k: v for k, v in options.items() if k != "obs_indices"}
+    obs_shape = native.task_spec(task_id, **rest).obs_shape
+    if options.get("obs_indices") is not None:
+        check_obs_indices(options["obs_indices"], obs_shape)
+
+
 def reward_threshold(task_id: str) -> float | None:
     """The task's "solved" mean return where its backend defines one."""
     if is_native(task_id):
@@ -101,6 +118,7 @@ __all__ = [
     "EpisodeStats",
     "StepResult",
     "all_task_ids",
+    "check_options",
     "check_task",
     "env_seeds",
     "is_native",

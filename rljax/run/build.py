@@ -145,9 +145,9 @@ def _check_state(run: RunConfig, env: envs.Env, trainer: Trainer, loop: str) -> 
 
 def with_run_length(run: RunConfig) -> RunConfig:
     """``run`` with the agent config's ``total_updates`` (the length of a learning-rate
-    schedule, in loop updates) set to the run's when the config has the field and leaves it
-    None."""
-    if getattr(run.config, "total_updates", 0) is not None:
+    schedule, in loop updates) set to the run's when the config anneals its learning rate
+    and leaves the length None."""
+    if getattr(run.config, "total_updates", 0) is not None or not run.config.anneal_lr:
         return run
     config = dataclasses.replace(run.config, total_updates=_total_updates(run))
     return dataclasses.replace(run, config=config)

@@ -213,6 +213,8 @@ def upgrade_fields(algo: str, values: dict[str, Any]) -> dict[str, Any]:
         if new != name and new in values:
             raise ValueError(f"{algo} config has both {name!r} and {new!r}, its new name")
         out[new] = value
+    if out.get("anneal_lr") is False and out.get("total_updates") is not None:
+        out["total_updates"] = None  # written by older runs, where it changed nothing
     for name in NOW_SCHEDULES.get(algo, ()):
         value = out.get(name)
         if isinstance(value, int | float) and not isinstance(value, bool):
@@ -267,28 +269,32 @@ def parse_sweep(text: str | None) -> tuple[str, tuple[str, ...]] | None:
     if text is None:
         return None
     name, sep, values = text.partition("=")
-    parts = tuple(v.strip() for v in values.split(",") if v.strip())
-    if not sep or not name.strip() or len(parts) < 2:
-        raise ValueError(f"--sweep expects field=value1,value2[,...] (two values or more), "
-                         f"got {text!r}")
+    parts = tuple(v.strip() for v in values.split(","))
+    if not sep or not name.strip() or len(parts) < 2 or not all(parts):
+        raise ValueError(f"--sweep expects field=value1,value2[,...] (two values or more, "
+                         f"none empty), got {text!r}")
     return name.strip(), parts
 
 
 def override(base: RunConfig, **changes: Any) -> RunConfig:
-    """``base`` with run settings (:data:`OPTIONS`, by keyword) and agent fields changed;
-    a value of None (or an empty text) keeps ``base``'s.
+    """``base`` with run settings (:data:`OPTIONS`, by keyword), ``env_options`` and agent
+    fields changed; a value of None keeps ``base``'s, an empty text is refused.
 
-    Values may be strings (from the command line) or Python values.
+    Values may be strings (from the command line) or Python values. Another ``env`` keeps
+    ``base``'s env options (a memory preset's ``obs_indices``) where they apply to it, and
+    refuses them where they do not; ``env_options`` (a dict) replaces them.
     """
-    from rljax.envs import check_task
-
     for old, new in RUN_RENAMED.items():
         if old in changes:
             raise ValueError(f"run field {old!r} was renamed {new!r}; set {new} instead")
     given = {o.name: (o, changes.pop(o.keyword)) for o in settings.options(type(base))
              if o.keyword in changes}
-    given = {k: (o, v) for k, (o, v) in given.items()
-             if v is not None and not (isinstance(v, str) and not v)}
+    for option, value in given.values():
+        if isinstance(value, str) and not value.strip():
+            raise ValueError(f"{option.flag} ({option.keyword}) is empty; give a value, or "
+                             f"leave it out for the default")
+    given = {k: (o, v) for k, (o, v) in given.items() if v is not None}
+    env_options = changes.pop("env_options", None)
     agent = {k: v for k, v in changes.items() if v is not None or k != "num_envs"}
     algo = get_algorithm(base.algo)
     new: dict[str, Any] = {"config": build_config(algo.config_cls, agent, base=base.config)}
@@ -297,12 +303,12 @@ def override(base: RunConfig, **changes: Any) -> RunConfig:
         if name != "sweep":
             new[name] = coerce(name, settings.without_none(option.type), value)
     env = new.get("env_id")
-    if env is not None:
-        check_task(env)
-        new["env_options"] = ()
-        if env != base.env_id or base.threshold is None:
-            # A preset's threshold is for its own task; another task brings its own.
-            new["threshold"] = _task_threshold(env)
+    if env is not None or env_options is not None:
+        new["env_options"] = _env_options(new.get("env_id", base.env_id), base.env_options,
+                                          env_options)
+    if env is not None and (env != base.env_id or base.threshold is None):
+        # A preset's threshold is for its own task; another task brings its own.
+        new["threshold"] = _task_threshold(env)
     if "sweep" in given:
         sweep = given["sweep"][1]
         new["sweep"] = _coerce_sweep(algo.config_cls,
@@ -331,6 +337,32 @@ def _coerce_sweep(config_cls: type, name: str, values: Any) -> tuple[str, tuple[
     if len(values) < 2:
         raise ValueError(f"--sweep {name}: give two values or more, got {list(values)!r}")
     return name, tuple(coerce(name, tp, v) for v in values)
+
+
+def _env_options(env_id: str, kept: tuple, given: Any) -> tuple[tuple[str, Any], ...]:
+    """``given`` (a dict or ``(name, value)`` pairs; None: ``kept``, the run's own) as
+    sorted pairs, checked against ``env_id``'s backend."""
+    from rljax.envs import check_options, check_task
+
+    check_task(env_id)
+    if given is None:
+        options = dict(kept)
+    elif isinstance(given, dict | tuple | list) and all(
+            isinstance(pair, tuple | list) and len(pair) == 2
+            for pair in (given.items() if isinstance(given, dict) else given)):
+        options = dict(given)
+    else:
+        raise ValueError(f"env_options must be a dict of option names and values, got "
+                         f"{given!r}")
+    options = {k: tuple(v) if isinstance(v, list) else v for k, v in options.items()}
+    try:
+        check_options(env_id, options)
+    except ValueError as e:
+        if given is not None:
+            raise
+        raise ValueError(f"the run's env options {options} do not apply to {env_id} ({e}); "
+                         f"choose another preset, or give env_options (rljax.train)") from None
+    return tuple(sorted(options.items()))
 
 
 def _task_threshold(env_id: str) -> float | None:
