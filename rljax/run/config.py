@@ -23,14 +23,15 @@ class RunConfig:
 
     Attributes:
         algo: algorithm name.
-        env_id: envpool task id.
+        env_id: task id (envpool's, or ``SUITE:NAME`` of a JAX-native suite).
         config: the agent's config dataclass.
         total_steps: env-step budget over all envs; rounded up to whole chunks.
         seed: seeds parameters, exploration and the envs.
         num_seeds: independent runs with seeds ``seed .. seed + num_seeds - 1`` in one
             compiled program (one envpool pool of ``num_seeds * num_envs`` envs).
         threshold: solve threshold for ``solved_at_step`` (None: never).
-        env_options: extra envpool options as ``((name, value), ...)``.
+        env_options: options of the env backend as ``((name, value), ...)``
+            (``rljax.envs.make``'s keyword arguments, ``obs_indices`` included).
         chunk_steps: env steps per compiled chunk, and per metrics row.
         logdir: parent folder of run directories.
         preset: name of the preset it came from, if any.
@@ -59,7 +60,9 @@ class RunConfig:
     """
 
     algo: str
-    env_id: str = setting(help="envpool task id to use instead of the preset's", keyword="env")
+    env_id: str = setting(help="task id to train on instead of the preset's: an envpool id or "
+                          "SUITE:NAME of a JAX-native suite (`rljax envs` lists them)",
+                          keyword="env")
     config: Any
     total_steps: int = setting(help="env-step budget over all envs", low=1,
                                high=validate.INT32_LIMIT - 1, resumable=True,
