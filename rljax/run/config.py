@@ -272,7 +272,8 @@ def parse_sweep(text: str | None) -> tuple[str, tuple[str, ...]] | None:
     if text is None:
         return None
     name, sep, values = text.partition("=")
-    parts = tuple(v.strip() for v in values.split(","))
+    values = values.strip()
+    parts = tuple(v.strip() for v in (values[:-1] if values.endswith(",") else values).split(","))
     if not sep or not name.strip() or len(parts) < 2 or not all(parts):
         raise ValueError(f"--sweep expects field=value1,value2[,...] (two values or more, "
                          f"none empty), got {text!r}")

@@ -92,7 +92,7 @@ def test_env_options_are_accepted_by_train(tmp_path):
     ("cartpole-ppo", {"memory_size": "64"}, "memory_size=64 and memory_reset_every_step=False "
                                             "apply only with memory (gru, lstm)"),
     ("cartpole-pqn", {"memory_reset_every_step": "true"}, "apply only with memory"),
-    ("cartpole-ppo", {"clip_eps": "1e9"}, "clip_eps must be a number in (0.0, 1.0], got 1000000000.0"),
+    ("cartpole-ppo", {"clip_eps": "1e9"}, "clip_eps must be a number in (0.0, 1.0]"),
     ("cartpole-ppo", {"total_updates": "10"}, "total_updates=10 applies only with "
                                               "anneal_lr=true"),
     ("cartpole-ppo", {"sweep": "clip_eps=0.1,,0.2"}, "two values or more, none empty"),
