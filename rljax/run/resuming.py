@@ -114,7 +114,8 @@ def keep_schedules(run: RunConfig, saved: dict) -> RunConfig:
     """``run`` with the schedule length (``total_updates``) of the ``saved`` run config (a
     manifest's ``run``) when the agent config has the field and leaves it to the run;
     says so in one line when the run anneals its learning rate and the budget changed."""
-    if getattr(run.config, "total_updates", 0) is not None:
+    if (getattr(run.config, "total_updates", 0) is not None
+            or not getattr(run.config, "anneal_lr", False)):
         return run
     saved_total = saved.get("total_steps")
     updates = (saved.get("config") or {}).get("total_updates")
