@@ -35,7 +35,7 @@ def _pins() -> dict[str, str]:
 def test_ci_installs_each_declared_floor():
     floors, pins = _floors(), _pins()
     for name in ("jax", "jaxlib", "flax", "optax", "chex", "gymnasium", "envpool", "numpy",
-                 "orbax-checkpoint", "tensorstore", "gymnax"):
+                 "orbax-checkpoint", "tensorstore", "gymnax", "matplotlib"):
         assert name in floors, f"pyproject.toml declares no floor for {name}"
         assert _version(pins.get(name)) == _version(floors[name]), (
             f"{name}: pyproject.toml declares >={floors[name]}, .ci/floors.txt installs "
