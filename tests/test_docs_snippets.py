@@ -160,3 +160,11 @@ def test_code_block_prints_what_the_docs_say(block, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     problem = mismatch(expected_lines(block["code"]), proc.stdout)
     assert problem is None, problem
+
+
+def test_readme_fits_and_names_the_api_and_extras():
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= 250
+    api = text.split("## Python API", 1)[1].split("\n## ", 1)[0]
+    assert "rljax.from_preset(" in api and "env_options" in api
+    assert "`craftax`" in text and ".ci/floors.txt" in text
