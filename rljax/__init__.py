@@ -28,6 +28,7 @@ _LAZY = {
     "RunConfig": ("rljax.run.config", "RunConfig"),
     "PRESETS": ("rljax.run.presets", "PRESETS"),
     "Preset": ("rljax.run.presets", "Preset"),
+    "from_preset": ("rljax.run.presets", "from_preset"),
     "initialize_distributed": ("rljax.parallel.multihost", "initialize"),
     "set_cpu_threads": ("rljax.cpu_threads", "set_cpu_threads"),
 }

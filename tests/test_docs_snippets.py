@@ -2,13 +2,18 @@
 
 A ``python`` or ``bash`` block is run when it holds lines ``# -> TEXT``: each gives what
 the line above it prints (``...`` stands for any text), and the program's output lines
-must match them in order. A block that is not meant to run (an install, a skeleton, a
-placeholder path) is marked just above its opening fence with
-``<!-- not run: why -->``. Every other block fails the test, so a new example either
-states its outcome or says why it is not run.
+must match them in order. ``{COND}`` in TEXT stands for one printed number ``x`` for which
+the Python expression COND holds (``{0 < x <= 500_000}``): figures that depend on the
+trajectory, such as the step a run solved at, differ between CPU models (XLA:CPU compiles
+for the processor it runs on, and the rounding of a few operations changes), so a block
+states what holds on every machine and the prose beside it gives one machine's figure.
+A block that is not meant to run (an install, a skeleton, a placeholder path) is marked
+just above its opening fence with ``<!-- not run: why -->``. Every other block fails the
+test, so a new example either states its outcome or says why it is not run.
 
 Blocks run in a fresh process in an empty folder, with the defaults a user gets (not the
-test suite's compiler settings), so the numbers are the ones a reader would see.
+test suite's compiler settings), so the numbers are the ones a reader would see; an
+``--xla_cpu_max_isa`` in ``XLA_FLAGS`` is passed on, to try the blocks as on an older CPU.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 _FENCE = re.compile(r"^```(\w*)\s*$")
 _NOT_RUN = re.compile(r"<!--\s*not run:\s*(.+?)\s*-->")
 _EXPECT = "# -> "
+_CONDITION = re.compile(r"\{([^{}]*)\}")
 
 
 def blocks(path: pathlib.Path) -> list[dict]:
@@ -55,14 +61,31 @@ def expected_lines(code: str) -> list[str]:
             if line.strip().startswith(_EXPECT)]
 
 
+def _line_matches(want: str, line: str) -> bool:
+    """``want``'s text in order (``...``: any text), each ``{COND}`` one number meeting COND."""
+    pieces = _CONDITION.split(want)  # text, condition, text, ...
+    pattern = "".join(r"(\S+)" if k % 2 else ".*".join(map(re.escape, piece.split("...")))
+                      for k, piece in enumerate(pieces))
+    match = re.fullmatch(pattern, line)
+    if not match:
+        return False
+    for condition, printed in zip(pieces[1::2], match.groups(), strict=True):
+        try:
+            x = float(printed)
+        except ValueError:
+            return False
+        if not eval(condition, {"__builtins__": {}}, {"x": x}):  # the docs' own text
+            return False
+    return True
+
+
 def mismatch(expected: list[str], output: str) -> str | None:
     """None when the output's non-blank lines match ``expected`` in order, else why not."""
     got = [line.rstrip() for line in output.splitlines() if line.strip()]
     if len(got) != len(expected):
         return f"expected {len(expected)} printed lines {expected}, got {len(got)}: {got}"
     for want, line in zip(expected, got, strict=True):
-        pattern = ".*".join(re.escape(part) for part in want.split("..."))
-        if not re.fullmatch(pattern, line):
+        if not _line_matches(want, line):
             return f"expected {want!r}, printed {line!r}"
     return None
 
@@ -88,7 +111,8 @@ def test_every_code_block_runs_or_says_why_not():
 def test_a_wrong_number_is_caught():
     readme = next(b for b in blocks(ROOT / "README.md") if expected_lines(b["code"]))
     expected = expected_lines(readme["code"])
-    right = "\n".join(e.replace("...", "x") for e in expected)
+    assert any(_CONDITION.search(e) for e in expected)
+    right = "\n".join(_CONDITION.sub("1", e.replace("...", "x")) for e in expected)
     assert mismatch(expected, right) is None
     planted = [re.sub(r"\d", "7", e, count=1) if re.search(r"\d", e) else e
                for e in expected]
@@ -96,9 +120,30 @@ def test_a_wrong_number_is_caught():
     assert mismatch(expected, right + "\nextra line") is not None
 
 
+def test_a_condition_holds_for_the_printed_number_only():
+    expected = ["500.0 {0 < x <= 500_000}", "(4,) ... [True]"]
+    assert mismatch(expected, "500.0 383040\n(4,) True [True]") is None
+    assert mismatch(expected, "500.0 1.5e5\n(4,) True [True]") is None
+    for wrong in ("499.0 383040", "500.0 -1", "500.0 600000", "500.0 solved",
+                  "500.0 383040 more", "500.0"):
+        assert mismatch(expected, f"{wrong}\n(4,) True [True]") is not None, wrong
+
+
+def test_every_condition_in_the_docs_is_an_expression_of_x():
+    for path in DOCS:
+        for block in blocks(path):
+            for line in expected_lines(block["code"]):
+                for condition in _CONDITION.findall(line):
+                    code = compile(condition, f"{path.name}:{block['line']}", "eval")
+                    assert code.co_names == ("x",), (path.name, block["line"], condition)
+
+
 def _user_environment(tmp_path) -> dict:
     env = {k: v for k, v in os.environ.items()
            if k not in ("XLA_FLAGS", "JAX_DISABLE_MOST_OPTIMIZATIONS")}
+    isa = [f for f in os.environ.get("XLA_FLAGS", "").split() if f.startswith("--xla_cpu_max_isa")]
+    if isa:
+        env["XLA_FLAGS"] = " ".join(isa)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     env["RLJAX_CACHE_DIR"] = str(tmp_path / "cache")
     env["PATH"] = os.pathsep.join([str(pathlib.Path(sys.executable).parent), env["PATH"]])
@@ -115,3 +160,11 @@ def test_code_block_prints_what_the_docs_say(block, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     problem = mismatch(expected_lines(block["code"]), proc.stdout)
     assert problem is None, problem
+
+
+def test_readme_fits_and_names_the_api_and_extras():
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= 250
+    api = text.split("## Python API", 1)[1].split("\n## ", 1)[0]
+    assert "rljax.from_preset(" in api and "env_options" in api
+    assert "`craftax`" in text and ".ci/floors.txt" in text

@@ -100,7 +100,10 @@ class PPOConfig:
             raise ValueError(
                 f"num_minibatches must divide num_envs * rollout_len = {loop.num_envs} * "
                 f"{loop.rollout_len} = {loop.steps_per_update}, got {self.num_minibatches!r}")
-        for name in ("lr", "adam_eps", "clip_eps"):
+        # The ratio is clipped to [1 - clip_eps, 1 + clip_eps]: past 1 the range holds
+        # negative ratios and clips nothing.
+        validate.number("clip_eps", self.clip_eps, low=0.0, high=1.0, low_open=True)
+        for name in ("lr", "adam_eps"):
             validate.number(name, getattr(self, name), low=0.0, low_open=True)
         validate.number("value_clip_eps", self.value_clip_eps, low=0.0, low_open=True,
                         optional=True)

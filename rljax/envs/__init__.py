@@ -67,6 +67,18 @@ def check_task(task_id: str) -> None:
     backend.spec(name)
 
 
+def check_options(task_id: str, options: dict[str, Any]) -> None:
+    """Refuses ``options`` (``rljax.envs.make``'s keyword arguments, ``obs_indices``
+    included) that the backend of ``task_id`` does not take, naming the option."""
+    from rljax.envs.wrappers import check_obs_indices
+
+    backend, name = lookup(task_id)
+    rest = {k: v for k, v in options.items() if k != "obs_indices"}
+    obs_shape = backend.spec(name, **rest).obs_shape
+    if options.get("obs_indices") is not None:
+        check_obs_indices(options["obs_indices"], obs_shape)
+
+
 def reward_threshold(task_id: str) -> float | None:
     """The task's "solved" mean return where its backend defines one."""
     backend, name = lookup(task_id)
@@ -94,6 +106,7 @@ __all__ = [
     "StepResult",
     "all_task_ids",
     "backends",
+    "check_options",
     "check_task",
     "env_seeds",
     "is_native",

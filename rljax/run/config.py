@@ -33,7 +33,8 @@ class RunConfig:
             compiled program (one envpool pool of ``num_seeds * num_envs`` envs).
         threshold: solve threshold for ``solved_at_step`` (None: never); the task's own
             unless given (``solve_threshold=``).
-        env_options: extra env options as ``((name, value), ...)`` (``max_episode_steps``).
+        env_options: options of the env backend as ``((name, value), ...)``
+            (``rljax.envs.make``'s keyword arguments: ``obs_indices``, ``max_episode_steps``).
         chunk_steps: env steps per compiled chunk, and per metrics row.
         logdir: parent folder of run directories.
         preset: name of the preset it came from, if any.
@@ -237,6 +238,8 @@ def upgrade_fields(algo: str, values: dict[str, Any]) -> dict[str, Any]:
         if new != name and new in values:
             raise ValueError(f"{algo} config has both {name!r} and {new!r}, its new name")
         out[new] = value
+    if out.get("anneal_lr") is False and out.get("total_updates") is not None:
+        out["total_updates"] = None  # written by older runs, where it changed nothing
     for name in NOW_SCHEDULES.get(algo, ()):
         value = out.get(name)
         if isinstance(value, int | float) and not isinstance(value, bool):
@@ -291,19 +294,23 @@ def parse_sweep(text: str | None) -> tuple[str, tuple[str, ...]] | None:
     if text is None:
         return None
     name, sep, values = text.partition("=")
-    parts = tuple(v.strip() for v in values.split(",") if v.strip())
-    if not sep or not name.strip() or len(parts) < 2:
-        raise ValueError(f"--sweep expects field=value1,value2[,...] (two values or more), "
-                         f"got {text!r}")
+    values = values.strip()
+    parts = tuple(v.strip() for v in (values[:-1] if values.endswith(",") else values).split(","))
+    if not sep or not name.strip() or len(parts) < 2 or not all(parts):
+        raise ValueError(f"--sweep expects field=value1,value2[,...] (two values or more, "
+                         f"none empty), got {text!r}")
     return name.strip(), parts
 
 
 def override(base: RunConfig, **changes: Any) -> RunConfig:
-    """``base`` with run settings (:data:`OPTIONS`, by keyword) and agent fields changed;
-    a value of None (or an empty text) keeps ``base``'s.
+    """``base`` with run settings (:data:`OPTIONS`, by keyword), ``env_options`` and agent
+    fields changed; a value of None keeps ``base``'s, an empty text is refused.
 
     Values may be strings (from the command line) or Python values. ``env`` may also be
     an env object, with ``env_params`` and ``max_episode_steps`` (:func:`_env_changes`).
+    Another ``env`` keeps ``base``'s env options (a memory preset's ``obs_indices``) where
+    they apply to it, and refuses them where they do not; ``env_options`` (a dict)
+    replaces them.
     """
     env_fields = _env_changes(base, changes)
     for old, new in RUN_RENAMED.items():
@@ -311,8 +318,11 @@ def override(base: RunConfig, **changes: Any) -> RunConfig:
             raise ValueError(f"run field {old!r} was renamed {new!r}; set {new} instead")
     given = {o.name: (o, changes.pop(o.keyword)) for o in settings.options(type(base))
              if o.keyword in changes}
-    given = {k: (o, v) for k, (o, v) in given.items()
-             if v is not None and not (isinstance(v, str) and not v)}
+    for option, value in given.values():
+        if isinstance(value, str) and not value.strip():
+            raise ValueError(f"{option.flag} ({option.keyword}) is empty; give a value, or "
+                             f"leave it out for the default")
+    given = {k: (o, v) for k, (o, v) in given.items() if v is not None}
     agent = {k: v for k, v in changes.items() if v is not None or k != "num_envs"}
     algo = get_algorithm(base.algo)
     new: dict[str, Any] = {"config": build_config(algo.config_cls, agent, base=base.config)}
@@ -351,6 +361,32 @@ def _coerce_sweep(config_cls: type, name: str, values: Any) -> tuple[str, tuple[
     return name, tuple(coerce(name, tp, v) for v in values)
 
 
+def _env_options(env_id: str, kept: tuple, given: Any) -> tuple[tuple[str, Any], ...]:
+    """``given`` (a dict or ``(name, value)`` pairs; None: ``kept``, the run's own) as
+    sorted pairs, checked against ``env_id``'s backend."""
+    from rljax.envs import check_options, check_task
+
+    check_task(env_id)
+    if given is None:
+        options = dict(kept)
+    elif isinstance(given, dict | tuple | list) and all(
+            isinstance(pair, tuple | list) and len(pair) == 2
+            for pair in (given.items() if isinstance(given, dict) else given)):
+        options = dict(given)
+    else:
+        raise ValueError(f"env_options must be a dict of option names and values, got "
+                         f"{given!r}")
+    options = {k: tuple(v) if isinstance(v, list) else v for k, v in options.items()}
+    try:
+        check_options(env_id, options)
+    except ValueError as e:
+        if given is not None:
+            raise
+        raise ValueError(f"the run's env options {options} do not apply to {env_id} ({e}); "
+                         f"choose another preset, or give env_options (rljax.train)") from None
+    return tuple(sorted(options.items()))
+
+
 def _env_changes(base: RunConfig, changes: dict[str, Any]) -> dict[str, Any]:
     """The fields that ``env`` (a task id, an import string or an env object),
     ``env_params`` and ``max_episode_steps`` set, taken out of ``changes``: the task id,
@@ -360,15 +396,18 @@ def _env_changes(base: RunConfig, changes: dict[str, Any]) -> dict[str, Any]:
 
     env, params = changes.pop("env", None), changes.pop("env_params", None)
     steps = changes.pop("max_episode_steps", None)
+    given_options = changes.pop("env_options", None)
+    if isinstance(env, str) and not env.strip():
+        raise ValueError("--env (env) is empty; give a value, or leave it out for the default")
     if params is not None and (env is None or isinstance(env, str)):
         raise ValueError("env_params applies to an env object given as env=...")
-    if env is None or env == "":
-        if steps is None:
+    if env is None:
+        if steps is None and given_options is None:
             return {}
-        env, options = base.env_id, dict(base.env_options)
+        env = base.env_id
+        options = dict(_env_options(env, base.env_options, given_options))
     elif isinstance(env, str):
-        envs.check_task(env)
-        options = {}
+        options = dict(_env_options(env, base.env_options, given_options))
     else:
         env, spaces = objects.add(env, params)
         # the same object again (a resume): its recorded options stand unless given

@@ -146,7 +146,7 @@ class _Host:
         self.log_every = max(1, round(run.chunk_steps / trainer.steps_per_chunk))
         self.save_every = max(1, round(run.checkpoint_every / trainer.steps_per_chunk))
         self.display = Progress(self.total, enabled=progress and writer,
-                                label=f"[{run.preset or run.algo}] ")
+                                label=f"[{rundir.run_name(run)}] ")
         self.sinks = _open_sinks(run, run_dir) if writer else Sinks([])
         self.seed_sinks = [
             JsonlWriter(os.path.join(rundir.member_dir(run_dir, run, k), "metrics.jsonl"))
@@ -280,7 +280,7 @@ def train_run(run: RunConfig, *, run_dir: str | None = None, progress: bool = Tr
     # collectives that fetch the state (multihost.fetch) and write their own shards of
     # each checkpoint into the first one's run directory.
     writer = multihost.is_writer()
-    phases = startup.Phases(f"[{run.preset or run.algo}] ", enabled=progress and writer)
+    phases = startup.Phases(f"[{rundir.run_name(run)}] ", enabled=progress and writer)
     with contextlib.ExitStack() as stack:
         stop = signals or stack.enter_context(stopping.StopSignals())
         stop.check()

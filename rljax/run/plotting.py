@@ -35,11 +35,25 @@ def _number(value) -> bool:
 
 
 def load_curve(run_dir: str, key: str = CURVE_KEY) -> tuple[np.ndarray, np.ndarray]:
-    """Env steps and ``key`` from a run's metrics.jsonl (rows without a number for either
-    skipped)."""
+    """Env steps and ``key`` from a run's metrics.jsonl (rows without a number for ``key``
+    skipped).
+
+    Raises:
+        ValueError: a row without a number for ``env_steps``, or env steps that do not
+            increase, naming the file and the row.
+    """
     check_run_dir(run_dir)
-    rows = [r for r in read_jsonl(os.path.join(run_dir, "metrics.jsonl"))
-            if _number(r.get(key)) and _number(r.get("env_steps"))]
+    path = os.path.join(run_dir, "metrics.jsonl")
+    rows = read_jsonl(path)
+    for number, row in enumerate(rows, 1):
+        if not _number(row.get("env_steps")):
+            raise ValueError(f"{path}, row {number}: env_steps is "
+                             f"{row.get('env_steps', 'missing')!r}, not a number")
+        if number > 1 and row["env_steps"] <= rows[number - 2]["env_steps"]:
+            raise ValueError(f"{path}, row {number}: env_steps go from "
+                             f"{rows[number - 2]['env_steps']} to {row['env_steps']}; each row "
+                             f"must be further on than the one before")
+    rows = [r for r in rows if _number(r.get(key))]
     return (np.array([r["env_steps"] for r in rows], float),
             np.array([r[key] for r in rows], float))
 
@@ -153,6 +167,21 @@ def expand_seeds(run_dir: str) -> list[str]:
     return [os.path.join(run_dir, d) for d in members] or [run_dir]
 
 
+def _once(run_dirs: list[str], notes: list[str] | None) -> list[str]:
+    """The member folders of ``run_dirs`` (:func:`expand_seeds`), each once: a run named
+    twice (or within a run also named) is drawn once, and ``notes`` says so."""
+    out, seen = [], {}
+    for d in (d for run_dir in run_dirs for d in expand_seeds(run_dir)):
+        real = os.path.realpath(d)
+        if real in seen:
+            if notes is not None:
+                notes.append(f"{d} was given twice (as {seen[real]}); drawn once")
+            continue
+        seen[real] = d
+        out.append(d)
+    return out
+
+
 def plot_runs(run_dirs: list[str], out: str, key: str = CURVE_KEY,
               title: str | None = None, notes: list[str] | None = None) -> str:
     """Draws ``key`` against env steps; runs whose configuration is the same but for the
@@ -163,7 +192,9 @@ def plot_runs(run_dirs: list[str], out: str, key: str = CURVE_KEY,
     Raises:
         ValueError: no row of any run holds ``key``.
     """
-    run_dirs = [d for run_dir in run_dirs for d in expand_seeds(run_dir)]
+    run_dirs = _once(run_dirs, notes)
+    for run_dir in run_dirs:
+        load_curve(run_dir, key)  # refuses unreadable steps before anything is drawn
     if not any(key in metric_names(d) for d in run_dirs):
         names = sorted(set().union(*(metric_names(d) for d in run_dirs)) - {"env_steps"})
         raise ValueError(f"no metrics row of {', '.join(run_dirs)} has a value for {key!r}; "

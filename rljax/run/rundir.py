@@ -42,9 +42,22 @@ class RunDirInUse(ValueError):
     """Another process trains in the run directory."""
 
 
+def run_name(run: RunConfig) -> str:
+    """What the run is called in its folder's name and its progress lines: its preset,
+    followed by its env when that is not the preset's own (``gymnax-cartpole-ppo-gymnax-
+    Acrobot-v1``); without a preset, ``ALGO-ENV``."""
+    from rljax.run.presets import PRESETS
+
+    if run.preset is None:
+        return f"{run.algo}-{run.env_id}".replace(":", "-")
+    own = PRESETS[run.preset].run.env_id if run.preset in PRESETS else run.env_id
+    return run.preset if run.env_id == own else f"{run.preset}-{run.env_id}".replace(":", "-")
+
+
 def make_run_dir(run: RunConfig) -> str:
-    """Creates ``LOGDIR/NAME-sSEED-YYYYmmdd-HHMMSS`` (``-2``, ``-3``, ... if it exists)."""
-    name = run.preset or f"{run.algo}-{run.env_id}"
+    """Creates ``LOGDIR/NAME-sSEED-YYYYmmdd-HHMMSS`` (``-2``, ``-3``, ... if it exists;
+    NAME: :func:`run_name`)."""
+    name = run_name(run)
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     base = os.path.join(run.logdir, f"{name}-s{run.seed}-{stamp}")
     path, i = base, 1

@@ -9,7 +9,9 @@ compile or an XLA call:
   and stops once the phase ends, before training begins (:class:`Stopped`);
 * a second signal stops at once: during the command line's start-up the process exits
   with status 130 from the signal handler, after one line saying what is left (nothing
-  is running that could be saved); otherwise KeyboardInterrupt is raised, which
+  is running that could be saved), or, while the main thread is inside a long call that
+  runs no Python (an XLA compile, a C++ build), from a thread that the signal wakes
+  (:func:`signal.set_wakeup_fd`); otherwise KeyboardInterrupt is raised, which
   :func:`rljax.run.driver.train_run` turns into :class:`Stopped` once the summary is
   written.
 
@@ -25,8 +27,10 @@ import json
 import os
 import shutil
 import signal
+import socket
 import sys
 import threading
+import time
 
 CHECKPOINT_DIR = "checkpoint"  # rljax.run.checkpoint's; not imported, it imports jax
 
@@ -98,31 +102,73 @@ class StopSignals:
         self._previous: dict = {}
         self._saving = False
         self._deferred = False
+        self._leaving = threading.RLock()
+        self._told = False
+        self._wakeup: tuple | None = None
 
     def __enter__(self) -> StopSignals:
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
                 self._previous[sig] = signal.signal(sig, self._handle)
+            if self.hard:
+                self._watch()
         return self
 
-    def _handle(self, signum, frame):
-        if self.received is None:
-            self.received = signum
-            if self.phase is not None:
+    def _watch(self) -> None:
+        """A thread that the C-level signal handler wakes at once, even while the main
+        thread is inside a call that runs no Python, so a second signal during start-up
+        stops then too."""
+        ours, theirs = socket.socketpair()
+        theirs.setblocking(False)
+        previous = signal.set_wakeup_fd(theirs.fileno(), warn_on_full_buffer=False)
+        self._wakeup = (ours, theirs, previous)
+        threading.Thread(target=self._watchdog, args=(ours,), daemon=True,
+                         name="rljax-stop").start()
+
+    def _watchdog(self, ours: socket.socket) -> None:
+        count = 0
+        while True:
+            try:
+                data = ours.recv(64)
+            except OSError:
+                return
+            if not data:
+                return
+            count += sum(b in (signal.SIGINT, signal.SIGTERM) for b in data)
+            time.sleep(0.5)  # the main thread's handler goes first where it can run
+            if count == 1 and self.received is None:
+                self._say_stopping()
+            elif count >= 2 and self.phase is not None and not self._saving:
+                self._stop_at_once()
+
+    def _say_stopping(self) -> None:
+        with self._leaving:
+            if self.phase is not None and not self._told:
+                self._told = True
                 sys.stderr.write(f"\nrljax: stopping once {self.phase} ends, before "
                                  "training begins (press Ctrl-C again to stop at once)\n")
                 sys.stderr.flush()
-            return
-        if self._saving:  # a second signal waits for the checkpoint being written
-            self._deferred = True
-            return
-        if self.hard and self.phase is not None:  # the command line, during start-up
+
+    def _stop_at_once(self) -> None:
+        """The command line's stop during start-up: one line, exit status 130."""
+        with self._leaving:  # once, from the main thread's handler or the watchdog
             left, resumable = what_is_left(self.run_dir, self.created)
             resume = (f"\nrljax: resume with: rljax train --resume {resumable}"
                       if resumable else "")
             sys.stderr.write(f"\nrljax: stopped at once; {left}{resume}\n")
             sys.stderr.flush()
             os._exit(130)
+
+    def _handle(self, signum, frame):
+        if self.received is None:
+            self.received = signum
+            self._say_stopping()
+            return
+        if self._saving:  # a second signal waits for the checkpoint being written
+            self._deferred = True
+            return
+        if self.hard and self.phase is not None:  # the command line, during start-up
+            self._stop_at_once()
         raise KeyboardInterrupt
 
     @contextlib.contextmanager
@@ -146,6 +192,11 @@ class StopSignals:
                           f"{left}", resumable)
 
     def __exit__(self, *exc):
+        if self._wakeup is not None:
+            ours, theirs, previous = self._wakeup
+            signal.set_wakeup_fd(previous)
+            theirs.close()
+            ours.close()
         for sig, handler in self._previous.items():
             if self.hard and self.received is not None and sig == signal.SIGINT:
                 # The command line is leaving after a signal: a second Ctrl-C arriving now

@@ -67,7 +67,7 @@ def logdir(tmp_path):
     ("cartpole-dqn", "v_min=-inf", "v_min must be a finite number, got -inf"),
     ("cartpole-dqn", "epsilon=0:nan", "epsilon values must be numbers in [0.0, 1.0]"),
     ("reacher-ddpg", "tau=nan", "tau must be a number in [0.0, 1.0], got nan"),
-    ("cartpole-ppo", "clip_eps=inf", "clip_eps must be a finite number > 0.0, got inf"),
+    ("cartpole-ppo", "clip_eps=inf", "clip_eps must be a number in (0.0, 1.0], got inf"),
 ])
 def test_non_finite_numbers(capsys, logdir, preset, assignment, message):
     _cli_refuses(capsys, logdir, [preset, "--set", assignment], message)

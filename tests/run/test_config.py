@@ -153,11 +153,12 @@ def test_parse_assignments():
 def test_parse_sweep():
     assert parse_sweep("actor_lr=1e-4, 5e-4,1e-3,") == ("actor_lr", ("1e-4", "5e-4", "1e-3"))
     assert parse_sweep(None) is None
-    for bad in ("actor_lr=1e-4", "actor_lr", "=1,2", "actor_lr=,", "actor_lr=1e-4,"):
+    for bad in ("actor_lr=1e-4", "actor_lr", "=1,2", "actor_lr=,", "actor_lr=1e-4,",
+                "actor_lr=1e-4,,1e-3", "actor_lr=1e-4, ,1e-3"):
         with pytest.raises(ValueError) as e:
             parse_sweep(bad)
         assert str(e.value) == ("--sweep expects field=value1,value2[,...] (two values or "
-                                f"more), got {bad!r}")
+                                f"more, none empty), got {bad!r}")
 
 
 def test_sweep_values_take_the_field_type():
@@ -203,7 +204,8 @@ def test_from_preset_overrides_from_command_line_strings():
         logdir="out", tensorboard=False, wandb_project="proj",
         config=configure(preset.config, num_envs=4, gamma=0.9,
                                    actor_hidden=(32, 32)))
-    assert from_preset("cartpole-a2c", logdir="").logdir == preset.logdir
+    with pytest.raises(ValueError, match=r"--logdir \(logdir\) is empty"):
+        from_preset("cartpole-a2c", logdir="")
     with pytest.raises(ValueError, match="bad value 'x' for seed: expected an integer"):
         from_preset("cartpole-a2c", seed="x")
     with pytest.raises(ValueError, match="total_steps must be an integer"):
@@ -214,15 +216,17 @@ def _task_threshold(task_id):
     return getattr(envpool.make_spec(task_id).config, "reward_threshold", None)
 
 
-def test_another_env_brings_its_own_threshold_and_no_env_options():
+def test_another_env_brings_its_own_threshold_and_keeps_the_env_options():
     preset = dataclasses.replace(PRESETS["cartpole-a2c"],
                                  run=dataclasses.replace(PRESETS["cartpole-a2c"].run,
-                                                         env_options=(("frame_skip", 1),),
+                                                         env_options=(("max_episode_steps",
+                                                                       200),),
                                                          threshold=400.0))
     same = from_preset(preset, env="CartPole-v1")
-    assert same.threshold == 400.0 and same.env_options == ()
+    assert same.threshold == 400.0 and same.env_options == (("max_episode_steps", 200),)
     other = from_preset(preset, env="Acrobot-v1")
     assert other.env_id == "Acrobot-v1" and other.threshold == _task_threshold("Acrobot-v1")
+    assert other.env_options == (("max_episode_steps", 200),)
     # A preset without a threshold takes the task's when its env is named; Breakout has none.
     assert from_preset("breakout-dqn", env="Breakout-v5").threshold is None
     with pytest.raises(ValueError, match="did you mean 'CartPole-v1'"):

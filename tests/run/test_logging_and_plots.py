@@ -117,10 +117,11 @@ def test_plot_averages_only_runs_that_differ_in_the_seed(tmp_path, capsys):
     assert groups[0][0] != groups[1][0]
 
 
-def test_plot_skips_rows_without_env_steps(tmp_path, capsys):
+def test_plot_refuses_rows_without_env_steps(tmp_path, capsys):
     rows = _ROWS + [{"return_mean_100": 70.0}, {"env_steps": None, "return_mean_100": 1.0}]
     run = _run_with_config(tmp_path, "r", 0, {"preset": "cartpole-a2c"}, rows)
-    assert cli.main(["plot", run]) == 0, capsys.readouterr().err
+    assert cli.main(["plot", run]) == 2
+    assert "env_steps is 'missing', not a number" in capsys.readouterr().err
 
 
 def test_plot_of_a_metric_no_row_has_is_refused(tmp_path, capsys):

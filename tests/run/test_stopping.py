@@ -64,3 +64,36 @@ def test_what_is_left_removes_an_empty_run_directory_it_created(tmp_path):
     (kept / "checkpoint" / "2000").mkdir(parents=True)
     text, resumable = stopping.what_is_left(str(kept), created=True)
     assert resumable == str(kept) and "env step 2,000" in text
+
+
+_BUSY = """
+import hashlib, sys, time
+from rljax.run.stopping import StopSignals
+
+with StopSignals(hard=True) as stop:
+    stop.phase = "building envs and agent"
+    print("ready", flush=True)
+    # A long call that runs no Python, as an XLA compile or a C++ build does: Python's
+    # signal handler waits for it to return (pbkdf2_hmac releases the GIL).
+    hashlib.pbkdf2_hmac("sha256", b"x", b"y", 200_000_000)
+    print("the call ended", flush=True)
+"""
+
+
+def test_a_second_sigint_stops_at_once_inside_a_long_call(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-c", _BUSY], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.3)
+        start = time.perf_counter()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130 and "the call ended" not in out, (out, err)
+    assert time.perf_counter() - start < 10, err
+    assert err.count("stopped at once; nothing was saved") == 1, err
+    assert "stopping once building envs and agent ends" in err, err
