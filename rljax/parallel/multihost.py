@@ -85,19 +85,11 @@ def init_on(init_state: Any, shardings: Any, mesh: Any) -> Any:
     """``init_state(key, env_state)`` as a function whose result lands on ``shardings``
     (a prefix tree) over ``mesh``; ``key`` is a host value, ``env_state`` already placed.
 
-    One process: computed as usual, then placed (a jitted init with ``out_shardings``
-    over several XLA:CPU devices of one process hangs in jax 0.10). Several processes:
-    one jitted program writes each shard where it lives, so no process holds another's
+    One jitted program writes each shard where it lives, so no process holds another's
     part and replicated leaves are the same everywhere by construction.
     """
-    if jax.process_count() > 1:
-        placed = jax.jit(init_state, out_shardings=shardings)
-        return lambda key, env_state: placed(replicate(key, mesh), env_state)
-
-    def init(key, env_state):
-        return jax.device_put(init_state(key, env_state), shardings)
-
-    return init
+    placed = jax.jit(init_state, out_shardings=shardings)
+    return lambda key, env_state: placed(replicate(key, mesh), env_state)
 
 
 def put(value: Any, sharding: Any) -> jax.Array:
