@@ -1,0 +1,186 @@
+"""Bounded waits on the other processes of a multi-process run.
+
+JAX's runtime waits on other processes without a deadline a user can read: a collective
+whose peer hangs blocks in C++, and a peer that dies is noticed only when its heartbeats
+stop, after which JAX aborts every process with a page of C++ log. Here every wait on
+another process has a deadline (``timeout`` seconds, ``--peer-timeout``) and ends in one
+line naming the processes that did not answer:
+
+* :meth:`Peers.wait` guards a call that waits on the others (a gather of the state, a
+  checkpoint save, the first program): a watchdog thread ends the process with
+  :data:`EXIT_PEER` and one line when the call has not returned by the deadline (a call
+  blocked in C++ cannot be interrupted from Python), and a collective that fails because
+  a peer's connection closed becomes :class:`PeerLost` once a roll call has named the
+  missing processes;
+* :meth:`Peers.agree` is a barrier through the coordinator's key-value store that also
+  carries one flag (a stop signal that reached only some processes stops all of them at
+  the same chunk);
+* :meth:`Peers.same` checks that every process was started with the same value (the
+  number of processes).
+
+Each process posts how many guarded points it has reached, so whoever times out can name
+the processes still behind it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+
+EXIT_PEER = 1  # a peer stopped answering mid-run
+EXIT_START = 2  # the run could not start: a peer never came, or disagrees
+
+
+class PeerLost(RuntimeError):
+    """Another process stopped answering (died, hung or was killed)."""
+
+
+def _ms(seconds: float) -> int:
+    return max(1, int(seconds * 1000))
+
+
+class Peers:
+    """The other processes of this run, reached through JAX's coordination client.
+
+    Args:
+        client: ``jax._src.distributed.global_state.client`` (key-value store).
+        process_id, num_processes: this process and the run's count.
+        timeout: seconds any one wait on the others may last.
+
+    ``epilogue()`` ends every line (the driver sets it to say what is left to resume).
+    """
+
+    def __init__(self, client, process_id: int, num_processes: int, timeout: float):
+        self.client, self.pid, self.count = client, process_id, num_processes
+        self.timeout = float(timeout)
+        self.reached = self.agreed = 0
+        self.epilogue: Callable[[], str] = lambda: ""
+        self._armed: tuple[float, str] | None = None
+        self._lock = threading.Lock()
+        threading.Thread(target=self._watch, name="rljax-peers", daemon=True).start()
+
+    def others(self) -> list[int]:
+        return [p for p in range(self.count) if p != self.pid]
+
+    def _names(self, pids: list[int]) -> str:
+        if not pids:
+            return "no other process fell behind (a collective of this process failed)"
+        which = ", ".join(str(p) for p in pids)
+        return f"process{'es' if len(pids) > 1 else ''} {which} of {self.count}"
+
+    def message(self, pids: list[int], what: str) -> str:
+        """The one line: who did not answer, where, and what to do."""
+        return (f"{self._names(pids)} did not answer within {self.timeout:g} s while "
+                f"{what} (stopped, hung or killed: see {'its' if len(pids) == 1 else 'their'}"
+                f" log); stopping this process too{self.epilogue()}")
+
+    def _post(self) -> None:
+        self.reached += 1
+        self.client.key_value_set(f"rljax/reached/{self.pid}", str(self.reached),
+                                  allow_overwrite=True)
+
+    def behind(self) -> list[int]:
+        """The processes whose last guarded point is before this one's."""
+        late = []
+        for p in self.others():
+            try:
+                n = int(self.client.key_value_try_get(f"rljax/reached/{p}"))
+            except Exception:  # noqa: BLE001 - never posted: behind
+                n = 0
+            if n < self.reached:
+                late.append(p)
+        return late
+
+    def _watch(self) -> None:
+        while True:
+            time.sleep(0.2)
+            with self._lock:
+                armed = self._armed
+            if armed is not None and time.monotonic() > armed[0]:
+                sys.stderr.write(f"\nrljax: error: {self.message(self.behind(), armed[1])}\n")
+                sys.stderr.flush()
+                os._exit(EXIT_PEER)
+
+    @contextlib.contextmanager
+    def wait(self, what: str):
+        """Guards a call that waits on the other processes (see the module docstring)."""
+        self._post()
+        with self._lock:
+            self._armed = (time.monotonic() + self.timeout, what)
+        try:
+            yield
+        except Exception as e:  # a collective failed: a peer's connection closed
+            if not _peer_failure(e):
+                raise
+            raise PeerLost(self.message(self.roll_call(what), what)) from None
+        finally:
+            with self._lock:
+                self._armed = None
+
+    def roll_call(self, what: str) -> list[int]:
+        """The processes that do not answer a roll call within the timeout."""
+        key = f"rljax/roll/{self.reached}"
+        self.client.key_value_set(f"{key}/{self.pid}", "1", allow_overwrite=True)
+        deadline = time.monotonic() + self.timeout
+        return [p for p in self.others() if self._get(f"{key}/{p}", deadline) is None]
+
+    def _gather(self, key: str, value: str, what: str) -> dict[int, str]:
+        """Every process's ``value`` posted under ``key``; PeerLost naming the processes
+        that did not post within the timeout."""
+        self.client.key_value_set(f"{key}/{self.pid}", value, allow_overwrite=True)
+        deadline = time.monotonic() + self.timeout
+        values = {p: self._get(f"{key}/{p}", deadline) for p in self.others()}
+        missing = [p for p, v in values.items() if v is None]
+        values[self.pid] = value
+        if missing:
+            raise PeerLost(self.message(missing, what))
+        return values
+
+    def agree(self, flag: bool, what: str = "agreeing to go on") -> bool:
+        """A barrier (every process calls it the same number of times) that returns
+        whether any process raised ``flag``."""
+        self.agreed += 1
+        values = self._gather(f"rljax/agree/{self.agreed}", "1" if flag else "0", what)
+        if self.agreed > 2:  # nobody reads a point two behind any more
+            with contextlib.suppress(Exception):
+                self.client.key_value_delete(f"rljax/agree/{self.agreed - 2}/{self.pid}")
+        return any(v == "1" for v in values.values())
+
+    def same(self, name: str, value: str) -> str | None:
+        """None when this process was started with process 0's ``value`` for ``name``
+        (process 0: when every process was), else the disagreement as words. Process 0
+        runs the coordinator: it returns only once the others have read its value, or
+        JAX would abort them with the coordinator gone."""
+        key, what = f"rljax/same/{name}", f"comparing {name}"
+        self.client.key_value_set(f"{key}/{self.pid}", value, allow_overwrite=True)
+        if self.pid != 0:
+            first = self._get(f"{key}/0", time.monotonic() + self.timeout)
+            if first is None:
+                raise PeerLost(self.message([0], what))
+            self.client.key_value_set(f"{key}/read/{self.pid}", "1", allow_overwrite=True)
+            values = {0: first}
+        else:
+            values = self._gather(key, value, what)
+            self._gather(f"{key}/read", "1", what)
+        for p, v in sorted(values.items()):
+            if v != value:
+                return (f"process {p} was started with {name} {v}, process {self.pid} with "
+                        f"{value}; start every process with the same {name}")
+        return None
+
+    def _get(self, key: str, deadline: float) -> str | None:
+        try:
+            return self.client.blocking_key_value_get(
+                key, _ms(max(0.001, deadline - time.monotonic())))
+        except Exception:  # noqa: BLE001 - no answer by the deadline
+            return None
+
+
+def _peer_failure(error: BaseException) -> bool:
+    text = str(error)
+    return any(s in text for s in ("Gloo", "Connection closed", "Connection reset",
+                                   "heartbeat", "UNAVAILABLE"))
