@@ -33,6 +33,7 @@ from collections.abc import Callable
 
 EXIT_PEER = 1  # a peer stopped answering mid-run
 EXIT_START = 2  # the run could not start: a peer never came, or disagrees
+PATIENCE = 4  # a wait on a process that is alive but does not come lasts this many timeouts
 
 
 class PeerLost(RuntimeError):
@@ -49,8 +50,13 @@ class Peers:
     Args:
         client: ``jax._src.distributed.global_state.client`` (key-value store).
         process_id, num_processes: this process and the run's count.
-        timeout: seconds any one wait on the others may last.
+        timeout: seconds a wait on a silent process may last.
 
+    A process is *silent* when its heartbeat (posted by a thread every half second) has
+    not moved for ``timeout`` seconds: it died, or is stopped. A wait ends with one line
+    when the processes it waits for are silent, or when it has lasted :data:`PATIENCE`
+    times ``timeout`` in all (a process that is alive but stuck, or a collective that
+    never completes).
     ``epilogue()`` ends every line (the driver sets it to say what is left to resume).
     """
 
@@ -60,7 +66,10 @@ class Peers:
         self.reached = self.agreed = 0
         self.epilogue: Callable[[], str] = lambda: ""
         self._armed: tuple[float, str] | None = None
+        self._beats: dict[int, tuple[str | None, float]] = {
+            p: (None, time.monotonic()) for p in self.others()}
         self._lock = threading.Lock()
+        self._looked = time.monotonic()
         threading.Thread(target=self._watch, name="rljax-peers", daemon=True).start()
 
     def others(self) -> list[int]:
@@ -68,20 +77,41 @@ class Peers:
 
     def _names(self, pids: list[int]) -> str:
         if not pids:
-            return "no other process fell behind (a collective of this process failed)"
+            return "every process reached this point, yet the wait"
         which = ", ".join(str(p) for p in pids)
         return f"process{'es' if len(pids) > 1 else ''} {which} of {self.count}"
 
     def message(self, pids: list[int], what: str) -> str:
         """The one line: who did not answer, where, and what to do."""
         return (f"{self._names(pids)} did not answer within {self.timeout:g} s while "
-                f"{what} (stopped, hung or killed: see {'its' if len(pids) == 1 else 'their'}"
-                f" log); stopping this process too{self.epilogue()}")
+                f"{what} (stopped, hung or killed: see the log of each process); stopping "
+                f"this process too{self.epilogue()}")
 
-    def _post(self) -> None:
-        self.reached += 1
-        self.client.key_value_set(f"rljax/reached/{self.pid}", str(self.reached),
-                                  allow_overwrite=True)
+    def silent(self, p: int) -> float:
+        """Seconds since process ``p``'s heartbeat last moved."""
+        with self._lock:
+            return time.monotonic() - self._beats[p][1]
+
+    def _beat(self, n: int) -> None:
+        with contextlib.suppress(Exception):
+            self.client.key_value_set(f"rljax/beat/{self.pid}", str(n), allow_overwrite=True)
+        self._look()
+
+    def _look(self) -> None:
+        """Reads the others' heartbeats, noting when each last moved."""
+        now = time.monotonic()
+        if now - self._looked > 2.0:  # this process could not look (busy): no silence seen
+            with self._lock:
+                self._beats = {p: (v, now) for p, (v, _) in self._beats.items()}
+        self._looked = now
+        for p in self.others():
+            try:
+                seen = self.client.key_value_try_get(f"rljax/beat/{p}")
+            except Exception:  # noqa: BLE001 - not posted yet
+                seen = None
+            with self._lock:
+                if seen is not None and seen != self._beats[p][0]:
+                    self._beats[p] = (seen, now)
 
     def behind(self) -> list[int]:
         """The processes whose last guarded point is before this one's."""
@@ -95,50 +125,76 @@ class Peers:
                 late.append(p)
         return late
 
+    def _expired(self, since: float, late: list[int]) -> list[int] | None:
+        """Who to name when a wait begun at ``since`` on the ``late`` processes should end
+        now, else None. A wait with nobody behind (every process inside the same call,
+        which may compile first) ends only after PATIENCE x timeout."""
+        silent = [p for p in late if self.silent(p) > self.timeout]
+        if silent or time.monotonic() - since > PATIENCE * self.timeout:
+            return silent or late
+        return None
+
     def _watch(self) -> None:
+        n = 0
         while True:
-            time.sleep(0.2)
+            time.sleep(0.5)
+            n += 1
+            self._beat(n)
             with self._lock:
                 armed = self._armed
-            if armed is not None and time.monotonic() > armed[0]:
-                sys.stderr.write(f"\nrljax: error: {self.message(self.behind(), armed[1])}\n")
+            if armed is None:
+                continue
+            self._look()  # fresh before judging
+            named = self._expired(armed[0], self.behind())
+            if named is not None:
+                sys.stderr.write(f"\nrljax: error: {self.message(named, armed[1])}\n")
                 sys.stderr.flush()
                 os._exit(EXIT_PEER)
 
     @contextlib.contextmanager
     def wait(self, what: str):
         """Guards a call that waits on the other processes (see the module docstring)."""
-        self._post()
+        self.reached += 1
+        self.client.key_value_set(f"rljax/reached/{self.pid}", str(self.reached),
+                                  allow_overwrite=True)
         with self._lock:
-            self._armed = (time.monotonic() + self.timeout, what)
+            self._armed = (time.monotonic(), what)
         try:
             yield
         except Exception as e:  # a collective failed: a peer's connection closed
             if not _peer_failure(e):
                 raise
-            raise PeerLost(self.message(self.roll_call(what), what)) from None
+            with self._lock:
+                self._armed = None
+            roll = self._gather(f"rljax/roll/{self.reached}", "1", what, strict=False)
+            raise PeerLost(self.message([p for p in self.others() if p not in roll], what)
+                           ) from None
         finally:
             with self._lock:
                 self._armed = None
 
-    def roll_call(self, what: str) -> list[int]:
-        """The processes that do not answer a roll call within the timeout."""
-        key = f"rljax/roll/{self.reached}"
-        self.client.key_value_set(f"{key}/{self.pid}", "1", allow_overwrite=True)
-        deadline = time.monotonic() + self.timeout
-        return [p for p in self.others() if self._get(f"{key}/{p}", deadline) is None]
-
-    def _gather(self, key: str, value: str, what: str) -> dict[int, str]:
-        """Every process's ``value`` posted under ``key``; PeerLost naming the processes
-        that did not post within the timeout."""
+    def _gather(self, key: str, value: str, what: str, strict: bool = True
+                ) -> dict[int, str]:
+        """Every process's ``value`` posted under ``key``. A process that does not post
+        is waited for while its heartbeat moves (up to PATIENCE x timeout); then
+        PeerLost names it (``strict``) or it is left out."""
         self.client.key_value_set(f"{key}/{self.pid}", value, allow_overwrite=True)
-        deadline = time.monotonic() + self.timeout
-        values = {p: self._get(f"{key}/{p}", deadline) for p in self.others()}
-        missing = [p for p, v in values.items() if v is None]
-        values[self.pid] = value
-        if missing:
-            raise PeerLost(self.message(missing, what))
-        return values
+        since, values = time.monotonic(), {self.pid: value}
+        while True:
+            for p in self.others():
+                if p not in values:
+                    got = self._get(f"{key}/{p}", time.monotonic() + 0.5)
+                    if got is not None:
+                        values[p] = got
+            late = [p for p in self.others() if p not in values]
+            if not late:
+                return values
+            self._look()
+            named = self._expired(since, late)
+            if named:
+                if strict:
+                    raise PeerLost(self.message(named, what))
+                return values
 
     def agree(self, flag: bool, what: str = "agreeing to go on") -> bool:
         """A barrier (every process calls it the same number of times) that returns
