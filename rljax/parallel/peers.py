@@ -24,8 +24,10 @@ the processes still behind it.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
+import signal
 import sys
 import threading
 import time
@@ -70,22 +72,25 @@ class Peers:
             p: (None, time.monotonic()) for p in self.others()}
         self._lock = threading.Lock()
         self._looked = time.monotonic()
-        threading.Thread(target=self._watch, name="rljax-peers", daemon=True).start()
+        self._closed, self._pipe = False, None
+        self._thread = threading.Thread(target=self._watch, name="rljax-peers", daemon=True)
+        self._thread.start()
+        atexit.register(self.close)  # after JAX's own atexit, so it runs before it
 
     def others(self) -> list[int]:
         return [p for p in range(self.count) if p != self.pid]
 
     def _names(self, pids: list[int]) -> str:
-        if not pids:
-            return "every process reached this point, yet the wait"
         which = ", ".join(str(p) for p in pids)
         return f"process{'es' if len(pids) > 1 else ''} {which} of {self.count}"
 
     def message(self, pids: list[int], what: str) -> str:
         """The one line: who did not answer, where, and what to do."""
-        return (f"{self._names(pids)} did not answer within {self.timeout:g} s while "
-                f"{what} (stopped, hung or killed: see the log of each process); stopping "
-                f"this process too{self.epilogue()}")
+        who = (f"{self._names(pids)} did not answer within {self.timeout:g} s" if pids else
+               f"every process reached the wait, which did not end within "
+               f"{PATIENCE * self.timeout:g} s")
+        return (f"{who} while {what} (stopped, hung or killed: see the log of each process);"
+                f" stopping this process too{self.epilogue()}")
 
     def silent(self, p: int) -> float:
         """Seconds since process ``p``'s heartbeat last moved."""
@@ -127,33 +132,71 @@ class Peers:
 
     def _expired(self, since: float, late: list[int]) -> list[int] | None:
         """Who to name when a wait begun at ``since`` on the ``late`` processes should end
-        now, else None. A wait with nobody behind (every process inside the same call,
-        which may compile first) ends only after PATIENCE x timeout."""
+        now, else None. A late process is waited for while its heartbeat moves (it may be
+        compiling, slowed by load); a wait with nobody behind (every process inside the
+        same call, which may compile first) ends after PATIENCE x timeout."""
         silent = [p for p in late if self.silent(p) > self.timeout]
-        if silent or time.monotonic() - since > PATIENCE * self.timeout:
-            return silent or late
+        if silent:
+            return silent
+        if not late and time.monotonic() - since > PATIENCE * self.timeout:
+            return []
         return None
 
     def _watch(self) -> None:
-        n = 0
-        while True:
+        n, signalled = 0, None
+        while not self._closed:
             time.sleep(0.5)
             n += 1
             self._beat(n)
             with self._lock:
                 armed = self._armed
+            got = self._signals()
             if armed is None:
+                signalled = None
                 continue
+            if got and signalled is None:
+                signalled = (got[-1], time.monotonic())
+            if signalled and time.monotonic() - signalled[1] > 2.0:
+                # A signal the main thread cannot take: it is blocked in this wait.
+                late = self.behind()
+                self._leave(f"stopped by signal {signalled[0]} while {armed[1]}, waiting on "
+                            f"{self._names(late) if late else 'the other processes'}"
+                            f"{self.epilogue()}", 128 + signalled[0], error=False)
             self._look()  # fresh before judging
             named = self._expired(armed[0], self.behind())
             if named is not None:
-                sys.stderr.write(f"\nrljax: error: {self.message(named, armed[1])}\n")
-                sys.stderr.flush()
-                os._exit(EXIT_PEER)
+                self._leave(self.message(named, armed[1]), EXIT_PEER)
+
+    def _leave(self, line: str, status: int, error: bool = True) -> None:
+        sys.stderr.write(f"\nrljax: {'error: ' if error else ''}{line}\n")
+        sys.stderr.flush()
+        os._exit(status)
+
+    def _signals(self) -> bytes:
+        """The signals that arrived since the last look (through ``signal.set_wakeup_fd``,
+        which :meth:`wait` installs from the main thread)."""
+        if self._pipe is None:
+            return b""
+        try:
+            return os.read(self._pipe, 64)
+        except OSError:  # nothing arrived
+            return b""
+
+    def close(self) -> None:
+        """Stops the heartbeat before JAX's runtime shuts down (atexit runs it first)."""
+        self._closed = True
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout=2.0)
 
     @contextlib.contextmanager
     def wait(self, what: str):
         """Guards a call that waits on the other processes (see the module docstring)."""
+        if self._pipe is None and threading.current_thread() is threading.main_thread():
+            read, write = os.pipe()
+            os.set_blocking(read, False)
+            os.set_blocking(write, False)
+            signal.set_wakeup_fd(write)
+            self._pipe = read
         self.reached += 1
         self.client.key_value_set(f"rljax/reached/{self.pid}", str(self.reached),
                                   allow_overwrite=True)
