@@ -71,6 +71,26 @@ def current_peers() -> peers.Peers | None:
     return _PEERS[0]
 
 
+def on_lost(run_dir: str, saved_at) -> None:
+    """The line that says another process was lost ends with what is left to resume:
+    ``saved_at()``, the env step of the last checkpoint every process wrote, in
+    ``run_dir``."""
+    def epilogue() -> str:
+        step = saved_at()
+        return ("; no checkpoint had been saved" if step is None else
+                f"; resume from the last checkpoint all processes wrote (env step {step:,}) "
+                f"with --resume {run_dir}")
+
+    if _PEERS[0] is not None:
+        _PEERS[0].epilogue = epilogue
+
+
+def any_process(flag: bool) -> bool:
+    """Whether ``flag`` holds in any process (a barrier across processes; ``flag`` alone in
+    a one-process run)."""
+    return flag if _PEERS[0] is None else _PEERS[0].agree(flag)
+
+
 def waiting(what: str):
     """A context guarding a wait on the other processes (:meth:`Peers.wait`); nothing in a
     one-process run."""
