@@ -113,13 +113,17 @@ def test_killed_process_stops_the_other_then_resume_and_sigterm(tmp_path):
         run_dir = dirs[0] if dirs else None
         if run_dir and len(_checkpoints(run_dir)) >= 2:
             break
+    assert run_dir and len(_checkpoints(run_dir)) >= 2, "no two checkpoints in time"
         assert all(p.poll() is None for p in procs), _finish(procs)
         time.sleep(0.5)
     procs[1].kill()  # SIGKILL
     killed = time.monotonic()
     (code, _, err), _ = _finish(procs)
-    assert time.monotonic() - killed < peer_timeout + 30
+    took = time.monotonic() - killed
     assert code == 1, err[-2000:]
+    # --peer-timeout from the point where it next waits (after the chunk it is running,
+    # slowed by a loaded machine)
+    assert took < peer_timeout + 90, (took, err[-2000:])
     line = _last_line(err)
     assert "process 1 of 2 did not answer" in line and "--resume" in line, err[-2000:]
     saved = _checkpoints(run_dir)[-1]
