@@ -113,9 +113,9 @@ def test_killed_process_stops_the_other_then_resume_and_sigterm(tmp_path):
         run_dir = dirs[0] if dirs else None
         if run_dir and len(_checkpoints(run_dir)) >= 2:
             break
-    assert run_dir and len(_checkpoints(run_dir)) >= 2, "no two checkpoints in time"
         assert all(p.poll() is None for p in procs), _finish(procs)
         time.sleep(0.5)
+    assert run_dir and len(_checkpoints(run_dir)) >= 2, "no two checkpoints in time"
     procs[1].kill()  # SIGKILL
     killed = time.monotonic()
     (code, _, err), _ = _finish(procs)
