@@ -50,7 +50,8 @@ def initialize(coordinator: str | None = None, num_processes: int | None = None,
     options = {} if timeout is None else {"initialization_timeout": max(1, math.ceil(timeout))}
     jax.distributed.initialize(coordinator_address=coordinator, num_processes=num_processes,
                                process_id=process_id,
-                               heartbeat_timeout_seconds=math.ceil(2 * peer_timeout + 30),
+                               heartbeat_timeout_seconds=math.ceil(
+                                   (peers.PATIENCE + 1) * peer_timeout + 30),
                                **options)
     from jax._src import distributed
 

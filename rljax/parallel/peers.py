@@ -135,7 +135,9 @@ class Peers:
         now, else None. A late process is waited for while its heartbeat moves (it may be
         compiling, slowed by load); a wait with nobody behind (every process inside the
         same call, which may compile first) ends after PATIENCE x timeout."""
-        silent = [p for p in late if self.silent(p) > self.timeout]
+        # Any silent process, behind or not: a process killed inside the same collective
+        # is at this point too.
+        silent = [p for p in self.others() if self.silent(p) > self.timeout]
         if silent:
             return silent
         if not late and time.monotonic() - since > PATIENCE * self.timeout:
