@@ -10,7 +10,7 @@ line naming the processes that did not answer:
   checkpoint save, the first program): a watchdog thread ends the process with
   :data:`EXIT_PEER` and one line when the call has not returned by the deadline (a call
   blocked in C++ cannot be interrupted from Python), and a collective that fails because
-  a peer's connection closed becomes :class:`PeerLost` once a roll call has named the
+  a peer's connection closed ends the process the same way once a roll call has named the
   missing processes;
 * :meth:`Peers.agree` is a barrier through the coordinator's key-value store that also
   carries one flag (a stop signal that reached only some processes stops all of them at
@@ -212,8 +212,10 @@ class Peers:
             with self._lock:
                 self._armed = None
             roll = self._gather(f"rljax/roll/{self.reached}", "1", what, strict=False)
-            raise PeerLost(self.message([p for p in self.others() if p not in roll], what)
-                           ) from None
+            # Leave at once: the run's summary and JAX's shutdown would wait on the lost
+            # process again, and JAX would abort with a page of C++ log.
+            self._leave(self.message([p for p in self.others() if p not in roll], what),
+                        EXIT_PEER)
         finally:
             with self._lock:
                 self._armed = None
@@ -222,7 +224,7 @@ class Peers:
                 ) -> dict[int, str]:
         """Every process's ``value`` posted under ``key``. A process that does not post
         is waited for while its heartbeat moves (up to PATIENCE x timeout); then
-        PeerLost names it (``strict``) or it is left out."""
+        the process ends with one line naming it (``strict``) or it is left out."""
         self.client.key_value_set(f"{key}/{self.pid}", value, allow_overwrite=True)
         since, values = time.monotonic(), {self.pid: value}
         while True:
@@ -238,7 +240,7 @@ class Peers:
             named = self._expired(since, late)
             if named:
                 if strict:
-                    raise PeerLost(self.message(named, what))
+                    self._leave(self.message(named, what), EXIT_PEER)
                 return values
 
     def agree(self, flag: bool, what: str = "agreeing to go on") -> bool:
