@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from rljax.networks.conv import Conv
+from rljax.networks.orthogonal import orthogonal
 from rljax.types import Array, PRNGKey
 
 ACTIVATIONS: dict[str, Callable[[Array], Array]] = {
@@ -47,7 +48,9 @@ def get_activation(name: str) -> Callable[[Array], Array]:
 
 
 def _orthogonal(scale: float) -> Callable:
-    return nn.initializers.orthogonal(scale)
+    # Not nn.initializers.orthogonal: its LAPACK QR, batched over members, can deadlock
+    # XLA's CPU thread pool (rljax/networks/orthogonal.py).
+    return orthogonal(scale)
 
 
 class MLP(nn.Module):

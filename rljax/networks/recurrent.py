@@ -33,6 +33,7 @@ import numpy as np
 
 from rljax.networks.core import MLP, NatureCNN
 from rljax.networks.layer_norm import LayerNormMLP, LayerNormNatureCNN
+from rljax.networks.orthogonal import orthogonal
 from rljax.networks.torso import HeadSpec, check_torso, resolve
 from rljax.types import Array, PRNGKey
 
@@ -94,7 +95,9 @@ class RecurrentModule(nn.Module):
             self.torso = LayerNormMLP(tuple(self.torso_sizes), self.activation)
         else:
             self.torso = MLP(tuple(self.torso_sizes), activation=self.activation)
-        self.cell = CORES[self.kind](features=self.memory_size)
+        # recurrent kernels orthogonal without LAPACK (rljax/networks/orthogonal.py)
+        self.cell = CORES[self.kind](features=self.memory_size,
+                                     recurrent_kernel_init=orthogonal())
         self.out = [MLP(tuple(self.head_sizes), output_size=h.size, activation=self.activation,
                         output_scale=h.scale) for h in self.heads]
 

@@ -21,6 +21,7 @@ import numpy as np
 from rljax.networks.conv import METHODS as CONV_METHODS
 from rljax.networks.core import Network, Torso, get_activation
 from rljax.networks.noisy import NOISE, NoisyDense
+from rljax.networks.orthogonal import orthogonal
 from rljax.types import Array, PRNGKey
 
 
@@ -92,10 +93,10 @@ class QHead(nn.Module):
         def stream(x: Array, out: int, prefix: str) -> Array:
             for i, size in enumerate(self.hidden_sizes):
                 x = act(dense(size, noisy=self.noisy, sigma0=self.sigma0, name=f"{prefix}_{i}",
-                              kernel_init=nn.initializers.orthogonal(np.sqrt(2.0)))(
+                              kernel_init=orthogonal(np.sqrt(2.0)))(
                                   x, deterministic))
             return dense(out, noisy=self.noisy, sigma0=self.sigma0, name=f"{prefix}_out",
-                         kernel_init=nn.initializers.orthogonal(1.0))(x, deterministic)
+                         kernel_init=orthogonal(1.0))(x, deterministic)
 
         if self.num_atoms is None:
             if not self.dueling:

@@ -11,30 +11,92 @@ others can read when resuming.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from typing import Any
 
 import jax
 import numpy as np
 
+from rljax.parallel import peers
+
+PEER_TIMEOUT = 60.0  # seconds a process waits on the others at any one point
+
 
 def initialize(coordinator: str | None = None, num_processes: int | None = None,
-               process_id: int | None = None, timeout: float | None = None) -> None:
+               process_id: int | None = None, timeout: float | None = None,
+               peer_timeout: float = PEER_TIMEOUT) -> None:
     """Joins a multi-process run: ``jax.distributed.initialize`` with the given
     coordinator ``host:port``, process count and this process's id, or, all None, the
     values JAX detects from the cluster environment (SLURM, Cloud TPU, ...). On CPU the
     cross-process collectives use gloo. Call before any other JAX call. ``timeout``: JAX's
     ``initialization_timeout`` in seconds (default: JAX's, 300), after which JAX aborts
-    the process.
+    the process. ``peer_timeout``: seconds any later wait on the other processes may last
+    (:mod:`rljax.parallel.peers`); JAX's own heartbeat deadline is set well after it, so
+    a process that dies is named by rljax's line, not by JAX's abort.
+
+    JAX's preemption service is left off: it takes SIGTERM for itself, and rljax stops on
+    SIGTERM as on Ctrl-C (a checkpoint, then exit), agreed between the processes.
 
     Raises:
-        ValueError: only some of the three values are given, or they are out of range.
+        ValueError: only some of the three values are given, or they are out of range,
+            or the processes were started with different process counts.
     """
     check_cluster(coordinator, num_processes, process_id)
+    if not peer_timeout > 0:
+        raise ValueError(f"peer_timeout must be a number of seconds > 0, got {peer_timeout}")
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    jax.config.update("jax_enable_preemption_service", False)
     options = {} if timeout is None else {"initialization_timeout": max(1, math.ceil(timeout))}
     jax.distributed.initialize(coordinator_address=coordinator, num_processes=num_processes,
-                               process_id=process_id, **options)
+                               process_id=process_id,
+                               heartbeat_timeout_seconds=math.ceil(
+                                   (peers.PATIENCE + 1) * peer_timeout + 30),
+                               **options)
+    from jax._src import distributed
+
+    state = distributed.global_state
+    _PEERS[0] = peers.Peers(state.client, state.process_id, state.num_processes, peer_timeout)
+    if num_processes is not None:
+        differs = _PEERS[0].same("--num-processes", str(num_processes))
+        if differs:
+            raise ValueError(differs)
+
+
+# The run's Peers once initialize() has joined (one per process, like JAX's own state).
+_PEERS: list[peers.Peers | None] = [None]
+
+
+def current_peers() -> peers.Peers | None:
+    """This process's :class:`rljax.parallel.peers.Peers`, None outside a multi-process run."""
+    return _PEERS[0]
+
+
+def on_lost(run_dir: str, saved_at) -> None:
+    """The line that says another process was lost ends with what is left to resume:
+    ``saved_at()``, the env step of the last checkpoint every process wrote, in
+    ``run_dir``."""
+    def epilogue() -> str:
+        step = saved_at()
+        return ("; no checkpoint had been saved" if step is None else
+                f"; resume from the last checkpoint all processes wrote (env step {step:,}) "
+                f"with --resume {run_dir}")
+
+    if _PEERS[0] is not None:
+        _PEERS[0].epilogue = epilogue
+
+
+def any_process(flag: bool) -> bool:
+    """Whether ``flag`` holds in any process (a barrier across processes; ``flag`` alone in
+    a one-process run)."""
+    return flag if _PEERS[0] is None else _PEERS[0].agree(flag)
+
+
+def waiting(what: str):
+    """A context guarding a wait on the other processes (:meth:`Peers.wait`); nothing in a
+    one-process run."""
+    p = _PEERS[0]
+    return contextlib.nullcontext() if p is None else p.wait(what)
 
 
 def check_cluster(coordinator: str | None, num_processes: int | None,
@@ -85,19 +147,11 @@ def init_on(init_state: Any, shardings: Any, mesh: Any) -> Any:
     """``init_state(key, env_state)`` as a function whose result lands on ``shardings``
     (a prefix tree) over ``mesh``; ``key`` is a host value, ``env_state`` already placed.
 
-    One process: computed as usual, then placed (a jitted init with ``out_shardings``
-    over several XLA:CPU devices of one process hangs in jax 0.10). Several processes:
-    one jitted program writes each shard where it lives, so no process holds another's
+    One jitted program writes each shard where it lives, so no process holds another's
     part and replicated leaves are the same everywhere by construction.
     """
-    if jax.process_count() > 1:
-        placed = jax.jit(init_state, out_shardings=shardings)
-        return lambda key, env_state: placed(replicate(key, mesh), env_state)
-
-    def init(key, env_state):
-        return jax.device_put(init_state(key, env_state), shardings)
-
-    return init
+    placed = jax.jit(init_state, out_shardings=shardings)
+    return lambda key, env_state: placed(replicate(key, mesh), env_state)
 
 
 def put(value: Any, sharding: Any) -> jax.Array:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import sys
 import time
@@ -61,6 +62,9 @@ def _build_parser() -> argparse.ArgumentParser:
     train.add_argument("--init-timeout", metavar="SECONDS", type=float, default=60.0,
                        help="with --distributed: give up joining the cluster after this "
                             "long (default 60)")
+    train.add_argument("--peer-timeout", metavar="SECONDS", type=float, default=300.0,
+                       help="with --distributed: stop with one line when another process "
+                            "does not answer for this long once joined (default 300)")
     _add_other_commands(sub)
     return parser
 
@@ -206,6 +210,7 @@ def _compile_cache(args: argparse.Namespace) -> None:
 
 def _cmd_train(args: argparse.Namespace) -> int:
     from rljax.parallel import multihost
+    from rljax.parallel.peers import EXIT_PEER, PeerLost
     from rljax.run.checkpoint import SaveError
     from rljax.run.driver import NonFiniteError, NothingToDo, TrainingInterrupted, train_run
     from rljax.run.stopping import Stopped
@@ -230,12 +235,15 @@ def _cmd_train(args: argparse.Namespace) -> int:
     except TrainingInterrupted as e:
         print(f"rljax: {e}\nrljax: resume with: {_resume_command(args, e.run_dir)}",
               file=sys.stderr)
-        return 130
+        return cli_extras.signal_status(args.signals.received)
     except Stopped as e:
         resume = (f"\nrljax: resume with: {_resume_command(args, e.resumable)}"
                   if e.resumable else "")
         print(f"rljax: {e}{resume}", file=sys.stderr)
-        return 130
+        return cli_extras.signal_status(args.signals.received)
+    except PeerLost as e:  # leave at once: JAX's shutdown would wait for the lost process
+        print(f"rljax: error: {e}", file=sys.stderr, flush=True)
+        os._exit(EXIT_PEER)
     except (NonFiniteError, SaveError) as e:
         print(f"rljax: error: {e}", file=sys.stderr)
         return 1

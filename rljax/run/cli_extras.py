@@ -53,28 +53,39 @@ def list_presets() -> int:
     return 0
 
 
+def signal_status(received: int | None) -> int:
+    """The exit status of a run stopped by a signal: 128 + its number, as a shell reports
+    a process the signal ended (130 for Ctrl-C, 143 for SIGTERM); SIGTERM's where the
+    signal reached another process of the run only."""
+    import signal
+
+    return 128 + (received or signal.SIGTERM)
+
+
 def join_cluster(args: argparse.Namespace, cluster: tuple) -> None:
-    """Joins the multi-process run, giving up after ``--init-timeout`` seconds with one line.
-    JAX waits in C++ (where no Python signal handler runs, and it aborts the process when its
-    own deadline passes), so it waits in a thread while this one watches the clock and
-    Ctrl-C."""
+    """Joins the multi-process run, giving up after ``--init-timeout`` seconds with one line
+    naming who did not answer, exit status 2. JAX waits in C++ (where no Python signal
+    handler runs, and it aborts the process when its own deadline passes), so it waits in
+    a thread while this one watches the clock and Ctrl-C."""
     import os
     import threading
 
     from rljax.parallel import multihost
+    from rljax.parallel.peers import EXIT_START
 
     multihost.check_cluster(*cluster)
-    timeout = args.init_timeout
-    if not timeout > 0:
-        raise ValueError(f"--init-timeout must be a number of seconds > 0, got {timeout}")
+    timeout, peer_timeout = args.init_timeout, args.peer_timeout
+    for flag, value in (("--init-timeout", timeout), ("--peer-timeout", peer_timeout)):
+        if not value > 0:
+            raise ValueError(f"{flag} must be a number of seconds > 0, got {value}")
     where = f"the coordinator {cluster[0]}" if cluster[0] else "the cluster JAX detects"
     print(f"rljax: joining {where} (giving up after {timeout:g} s)", file=sys.stderr)
     done, failed = threading.Event(), []
 
     def join():
         try:  # JAX's own deadline comes after ours, so ours says what happened
-            multihost.initialize(*cluster, timeout=timeout + 60)
-        except BaseException as e:  # noqa: BLE001 - re-raised in the main thread
+            multihost.initialize(*cluster, timeout=timeout + 60, peer_timeout=peer_timeout)
+        except BaseException as e:  # noqa: BLE001 - said in the main thread
             failed.append(e)
         finally:
             done.set()
@@ -86,13 +97,29 @@ def join_cluster(args: argparse.Namespace, cluster: tuple) -> None:
         stopped = args.signals.received is not None
         if stopped or time.monotonic() > deadline:
             print("rljax: stopped while joining the cluster; nothing was started" if stopped
-                  else f"rljax: error: could not join {where} within {timeout:g} s (is every "
-                  "process started, and the coordinator's address reachable?)",
+                  else f"rljax: error: {_not_joined(cluster, where, timeout)}",
                   file=sys.stderr, flush=True)
-            os._exit(130 if stopped else 1)
+            os._exit(signal_status(args.signals.received) if stopped else EXIT_START)
     args.signals.phase = phase
     if failed:
-        raise failed[0]
+        first = str(failed[0]).strip().splitlines() or [type(failed[0]).__name__]
+        print(f"rljax: error: could not join {where}: {first[0]}", file=sys.stderr, flush=True)
+        os._exit(EXIT_START)
+
+
+def _not_joined(cluster: tuple, where: str, timeout: float) -> str:
+    """Who did not answer a join that timed out, and what to do."""
+    coordinator, count, pid = cluster
+    if pid is None:
+        who = f"{where} did not gather every process"
+    elif pid == 0:
+        others = ", ".join(str(p) for p in range(1, count))
+        who = (f"process{'es' if count > 2 else ''} {others} of {count} did not join "
+               f"{where} (this process, 0, runs it)")
+    else:
+        who = f"process 0 (the coordinator at {coordinator}) did not answer"
+    return (f"{who} within {timeout:g} s; start every process with the same --coordinator "
+            "and --num-processes and a distinct --process-id (or raise --init-timeout)")
 
 
 def write_failure(error: OSError, run_dir: str | None) -> str:

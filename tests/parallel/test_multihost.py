@@ -78,6 +78,12 @@ SCRIPT = textwrap.dedent("""
 # did at 4,000 env steps on a 2-core AMD EPYC with jax 0.10.2).
 RUNS = [
     ("seeds", dict(preset="cartpole-a2c", num_envs=4, num_seeds=4, total_steps=2_000), 400),
+    # Two members per device on envpool (the shape whose vmapped init used to hang), and a
+    # sweep across the processes (2 values x 2 seeds).
+    ("seeds-2per", dict(preset="cartpole-a2c", num_envs=4, num_seeds=8, total_steps=800),
+     400),
+    ("sweep", dict(preset="cartpole-a2c", num_envs=4, num_seeds=2,
+                   sweep=("actor_lr", (3e-4, 1e-3)), total_steps=800), 400),
     ("dqn", dict(preset="cartpole-dqn", total_steps=2_048), 1_024),
     # JAX-native envs: gymnax seeds sharded over the devices, and one PQN agent learning
     # data-parallel with its 32 envs split 8 per device (the env state is in the checkpoint).
@@ -188,10 +194,10 @@ def test_two_processes_match_one(trained, tmp_path):
 def test_two_processes_resume_a_gymnax_run_mid_episode(trained):
     """The data-parallel gymnax run resumes over two processes from its checkpoint, env
     state included: the envs go on from where they were (episodes not restarted)."""
-    name, kwargs, chunk_steps = RUNS[3]
+    name, kwargs, chunk_steps = RUNS[5]
     (run_dir,) = (trained / name).iterdir()
     before = json.loads((trained / f"{name}.json").read_text())
-    _two_processes(trained, [RUNS[3]], "resume")  # restores bit for bit, then trains on
+    _two_processes(trained, [RUNS[5]], "resume")  # restores bit for bit, then trains on
     after = json.loads((trained / f"{name}-resumed.json").read_text())
     assert after["resumed_from_step"] == 2_048 and after["env_steps"] == 3_072
     assert after["episodes"] >= before["episodes"] > 0
@@ -209,14 +215,14 @@ def test_two_processes_resume_a_gymnax_run_mid_episode(trained):
 
 @pytest.mark.slow
 def test_each_process_writes_its_shards_and_two_processes_resume(trained):
-    name, kwargs, chunk_steps = RUNS[1]
+    name, kwargs, chunk_steps = RUNS[3]
     (run_dir,) = (trained / name).iterdir()
     assert sorted(os.listdir(run_dir / "checkpoint")) == ["2048"]
     state = run_dir / "checkpoint" / "2048" / "state"
     for process in (0, 1):  # each process wrote data of its own
         data = list((state / f"ocdbt.process_{process}" / "d").iterdir())
         assert sum(f.stat().st_size for f in data) > 10_000, process
-    _two_processes(trained, [RUNS[1]], "resume")  # restores bit for bit, then trains on
+    _two_processes(trained, [RUNS[3]], "resume")  # restores bit for bit, then trains on
     summary = json.loads((trained / f"{name}-resumed.json").read_text())
     assert summary["resumed_from_step"] == 2_048 and summary["env_steps"] == 3_072
     rows = [json.loads(line)["env_steps"] for line in open(run_dir / "metrics.jsonl")]

@@ -111,11 +111,12 @@ def test_distributed_with_an_unreachable_coordinator_gives_up_in_one_line(tmp_pa
             "--logdir", str(tmp_path)]
     proc = subprocess.run(args + ["--init-timeout", "3"], capture_output=True, text=True,
                           timeout=120)
-    assert proc.returncode == 1, proc.stderr
+    assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
-    assert lines[-1] == ("rljax: error: could not join the coordinator 127.0.0.1:9 within 3 s "
-                         "(is every process started, and the coordinator's address "
-                         "reachable?)"), proc.stderr
+    assert lines[-1] == ("rljax: error: process 0 (the coordinator at 127.0.0.1:9) did not "
+                         "answer within 3 s; start every process with the same --coordinator "
+                         "and --num-processes and a distinct --process-id (or raise "
+                         "--init-timeout)"), proc.stderr
     assert "Traceback" not in proc.stderr and "Check failure" not in proc.stderr
     # Ctrl-C while it waits stops it at once
     waiting = subprocess.Popen(args + ["--init-timeout", "100"], stderr=subprocess.PIPE,
