@@ -686,6 +686,8 @@ BENCHES = {
     "seeds-gymnax": lambda rounds: bench_seeds("gymnax-cartpole-ppo", rounds, 16_384),
     # Brax's and Playground's JAX physics against envpool's Reacher-v5, env only.
     "physics": bench_physics,
+    "physics-brax": lambda rounds: bench_physics(rounds, num_envs=(256,),
+                                                 tasks=PHYSICS_TASKS[:3]),
     "rainbow-cartpole": lambda rounds: bench_rainbow(
         "cartpole-dqn", "cartpole-rainbow", rounds, chunk_steps=3_200, learner_steps=200,
         variants=True, learning_starts=1_000),
@@ -737,7 +739,7 @@ def main(argv=None) -> dict:
         if name.startswith("rainbow"):
             _print_rainbow(name, r)
             continue
-        if name == "physics":
+        if name.startswith("physics"):
             for k, v in r["env_only_sps"].items():
                 first = r["first_call_seconds_incl_compile"][k]
                 print(f"{k:<34} env-only {v:>10,.0f} steps/s   x{r['vs_envpool_reacher'][k]:.2f} "
