@@ -4,9 +4,10 @@ reach).
 
     python -m benchmarks.random_baseline craftax:Craftax-Classic-Symbolic-v1 --steps 200000
 
-Runs ``--num-envs`` envs with uniform random actions (discrete tasks) in one jitted scan
-and prints the mean, median and spread of the returns of every episode that finished,
-their lengths and, for Craftax, the share of those episodes that reached each achievement.
+Runs ``--num-envs`` envs with uniform random actions (for continuous tasks uniform within
+the action bounds) in one jitted scan and prints the mean, median and spread of the returns
+of every episode that finished, their lengths and, for Craftax, the share of those episodes
+that reached each achievement.
 """
 
 from __future__ import annotations
@@ -28,14 +29,19 @@ def random_episodes(task_id: str, num_envs: int, steps: int, seed: int = 0,
     in all; returns the finished episodes' returns and lengths (host arrays) and the
     achievement rates where the task counts achievements."""
     env = envs.make(task_id, num_envs, seed)
-    if not env.spec.discrete:
-        raise ValueError(f"random_baseline draws discrete actions; {task_id} is continuous")
-    num_actions = env.spec.num_actions
+    spec = env.spec
+
+    def draw(key):
+        if spec.discrete:
+            return jax.random.randint(key, (num_envs,), 0, spec.num_actions)
+        return jax.random.uniform(key, (num_envs, *spec.action_shape),
+                                  minval=np.asarray(spec.action_low, np.float32),
+                                  maxval=np.asarray(spec.action_high, np.float32))
 
     def body(carry, _):
         state, key = carry
         key, sub = jax.random.split(key)
-        action = jax.random.randint(sub, (num_envs,), 0, num_actions)
+        action = draw(sub)
         state, out = env.step(state, action)
         return (state, key), (out.episode_end, out.episode_return, out.episode_length)
 

@@ -573,6 +573,44 @@ def bench_seeds(preset: str, rounds: int, chunk_steps: int,
             "rounds": samples}
 
 
+# JAX physics beside envpool's MuJoCo Reacher (host CPU physics) at the same num_envs.
+PHYSICS_TASKS = ("Reacher-v5", "brax:reacher", "brax:inverted_pendulum",
+                 "playground:CartpoleBalance", "playground:ReacherEasy")
+
+
+def bench_physics(rounds: int, num_envs: tuple[int, ...] = (256, 16), steps: int = 64,
+                  tasks: tuple[str, ...] = PHYSICS_TASKS) -> dict:
+    """Env-only steps/s (random actions within the bounds, a jitted scan of ``steps`` steps)
+    of each task at each ``num_envs``, in interleaved rounds, with the compile time of each
+    scan and every task's ratio to envpool's ``Reacher-v5`` at the same num_envs."""
+    measure, compile_s = {}, {}
+    for n in num_envs:
+        for task in tasks:
+            env = envs.make(task, n, 0)
+            rollout = make_random_rollout(env, steps)
+            box = {"state": env.reset()}
+            start = time.perf_counter()
+            box["state"] = jax.block_until_ready(rollout(box["state"], jax.random.key(0)))
+            compile_s[f"{task}@{n}"] = time.perf_counter() - start
+
+            def go(box=box, rollout=rollout, n=n):
+                def once():
+                    box["state"] = rollout(box["state"], jax.random.key(1))
+                    return box["state"]
+                return steps * n / timed(once)
+
+            measure[f"{task}@{n}"] = go
+    load_before = os.getloadavg()[0]
+    samples = interleaved(measure, rounds)
+    sps = {k: median(v) for k, v in samples.items()}
+    ratio = {k: v / sps[f"{tasks[0]}@{k.rsplit('@', 1)[1]}"] for k, v in sps.items()}
+    return {"env_id": ",".join(tasks), "num_envs": list(num_envs), "steps_per_scan": steps,
+            "env_only_sps": sps, "vs_envpool_reacher": ratio,
+            "first_call_seconds_incl_compile": compile_s,
+            "loadavg_1min_before_timing": load_before,
+            "loadavg_1min_after_timing": os.getloadavg()[0], "rounds": samples}
+
+
 BENCHES = {
     "a2c": lambda rounds: bench_preset("cartpole-a2c", rounds, chunk_steps=40_000),
     # DDPG: each preset's own figure, and the single-file JAX DDPG's gradient work: per env
@@ -646,6 +684,10 @@ BENCHES = {
     "pqn-minatar": lambda rounds: bench_preset("minatar-breakout-pqn", rounds, 40_960,
                                                reference=True),
     "seeds-gymnax": lambda rounds: bench_seeds("gymnax-cartpole-ppo", rounds, 16_384),
+    # Brax's and Playground's JAX physics against envpool's Reacher-v5, env only.
+    "physics": bench_physics,
+    "physics-brax": lambda rounds: bench_physics(rounds, num_envs=(256,),
+                                                 tasks=PHYSICS_TASKS[:3]),
     "rainbow-cartpole": lambda rounds: bench_rainbow(
         "cartpole-dqn", "cartpole-rainbow", rounds, chunk_steps=3_200, learner_steps=200,
         variants=True, learning_starts=1_000),
@@ -696,6 +738,14 @@ def main(argv=None) -> dict:
         results["results"][name] = r
         if name.startswith("rainbow"):
             _print_rainbow(name, r)
+            continue
+        if name.startswith("physics"):
+            for k, v in r["env_only_sps"].items():
+                first = r["first_call_seconds_incl_compile"][k]
+                print(f"{k:<34} env-only {v:>10,.0f} steps/s   x{r['vs_envpool_reacher'][k]:.2f} "
+                      f"envpool Reacher-v5; first call {first:.0f} s with compile")
+            print(f"load average (1 min) {r['loadavg_1min_before_timing']:.1f} before, "
+                  f"{r['loadavg_1min_after_timing']:.1f} after timing")
             continue
         if "total_sps_by_seeds" in r:
             print(f"{name:<14} {r['env_id']:<12} total env steps/s by seeds in one program: "

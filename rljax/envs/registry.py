@@ -64,7 +64,7 @@ class Backend(NamedTuple):
 
 
 _BACKENDS: dict[str, Backend] = {}
-_BUILTIN = ("", "gymnax", "craftax", "object")
+_BUILTIN = ("", "gymnax", "craftax", "object", "brax", "playground")
 
 
 def register(prefix: str, backend: Backend) -> None:
@@ -134,12 +134,13 @@ def check_name(task_id: str, name: str, names: Sequence[str]) -> None:
 
 
 def _ensure_builtin() -> None:
-    """Registers envpool, gymnax, craftax and the env objects' backend on first use,
-    unless a user's registration already took the prefix."""
+    """Registers envpool, gymnax, craftax, the env objects' backend, brax and playground
+    on first use, unless a user's registration already took the prefix."""
     if all(p in _BACKENDS for p in _BUILTIN):
         return
-    from rljax.envs import native, objects, pool
+    from rljax.envs import native, objects, physics, pool
 
-    builtin: dict[str, Any] = {"": pool.BACKEND, **native.BACKENDS, objects.PREFIX: objects.BACKEND}
+    builtin: dict[str, Any] = {"": pool.BACKEND, **native.BACKENDS,
+                               objects.PREFIX: objects.BACKEND, **physics.BACKENDS}
     for prefix, backend in builtin.items():
         _BACKENDS.setdefault(prefix, backend)

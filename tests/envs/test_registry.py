@@ -55,7 +55,8 @@ def test_bad_registrations_and_unknown_prefixes_are_refused(mirror):
         envs.register("a:b", _mirror_backend([]))
     with pytest.raises(ValueError, match="takes an rljax.envs.Backend record"):
         envs.register("x", object())
-    with pytest.raises(ValueError, match="allowed: gymnax, craftax, object, mirror"):
+    with pytest.raises(ValueError,
+                       match="allowed: gymnax, craftax, object, brax, playground, mirror"):
         envs.check_task("mirrr:Pole")
 
 

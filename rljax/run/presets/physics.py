@@ -1,0 +1,104 @@
+"""Presets on Brax's and MuJoCo Playground's JAX physics (``brax:NAME``, ``playground:NAME``).
+
+Two kinds. CPU presets (``...-cpu`` in the notes) are sized to learn on a 2-core CPU in
+minutes: brax's inverted pendulum, on its positional pipeline. GPU presets carry the
+published settings: brax's training notebook (``notebooks/training.ipynb``: reacher, ant,
+halfcheetah PPO) and Playground's ``config/dm_control_suite_params.py`` (``brax_ppo_config``,
+``brax_sac_config``), with 2,048 (PPO) or 128 (SAC) envs and tens of millions of steps:
+they are meant for an accelerator and were not run here. Differences from those settings:
+rljax's PPO normalises rewards by a running return scale (``reward_scaling``) where brax
+multiplies them by a constant, and it has no action repeat (brax reacher's
+``action_repeat=4`` is left out); brax's SAC critic LayerNorm is not in rljax's SAC.
+"""
+
+from __future__ import annotations
+
+from rljax.agents.ppo import PPOConfig
+from rljax.agents.sac import SACConfig
+from rljax.records import OffPolicyLoop, OnPolicyLoop, Replay
+from rljax.run.presets.base import Preset
+from rljax.run.presets.base import preset as _preset
+
+_PPO_KEYS = ("num_envs", "rollout_len", "num_epochs", "num_minibatches", "lr", "gamma",
+             "entropy_coef", "normalize_obs")
+_SAC_KEYS = ("num_envs", "grad_steps", "batch_size", "buffer_size", "learning_starts",
+             "actor_lr", "critic_lr", "gamma")
+_GPU = "a GPU run (not run on this CPU)"
+
+
+def _brax_ppo(num_envs: int, unroll: int, epochs: int, gamma: float, entropy: float,
+              minibatches: int = 32) -> PPOConfig:
+    """brax's notebook PPO: Adam 3e-4, normalised observations."""
+    return PPOConfig(loop=OnPolicyLoop(num_envs=num_envs, rollout_len=unroll),
+                     num_epochs=epochs, num_minibatches=minibatches, lr=3e-4, gamma=gamma,
+                     entropy_coef=entropy, normalize_obs=True, reward_scaling=True,
+                     hidden_sizes=(256, 256), activation="swish", max_grad_norm=None)
+
+
+# Playground's brax_ppo_config for the DM Control suite, and its brax_sac_config.
+_PG_PPO = PPOConfig(loop=OnPolicyLoop(num_envs=2048, rollout_len=30), num_epochs=16,
+                    num_minibatches=32, lr=1e-3, gamma=0.995, entropy_coef=1e-2,
+                    normalize_obs=True, reward_scaling=True, hidden_sizes=(256, 256),
+                    activation="swish", max_grad_norm=None)
+_PG_SAC = SACConfig(loop=OffPolicyLoop(num_envs=128, grad_steps=8, random_steps=8192),
+                    replay=Replay(batch_size=512, buffer_size=1_048_576, learning_starts=8192),
+                    actor_lr=1e-3, critic_lr=1e-3, gamma=0.99)
+_PG_PPO_NOTE = ("Playground's dm_control_suite_params brax_ppo_config (2,048 envs x 30 steps, "
+                "16 epochs x 32 minibatches, Adam 1e-3, gamma 0.995, entropy 1e-2, normalised "
+                "observations)")
+_PG_SAC_NOTE = ("Playground's dm_control_suite_params brax_sac_config (128 envs, 8 gradient "
+                "steps of 512 per 128 env steps, Adam 1e-3, gamma 0.99, 8,192 steps before "
+                "learning; replay 1M where it has 4M)")
+
+
+def _playground(task: str, slug: str, ppo_steps: int, sac_steps: int,
+                threshold: float | None) -> list[Preset]:
+    env_id = f"playground:{task}"
+    return [
+        _preset(name=f"playground-{slug}-ppo", env_id=env_id, config=_PG_PPO,
+                total_steps=ppo_steps, threshold=threshold, chunk_steps=2048 * 30 * 8,
+                key_params=_PPO_KEYS,
+                notes=f"{_PG_PPO_NOTE}, {ppo_steps // 1_000_000}M steps: {_GPU}"),
+        _preset(name=f"playground-{slug}-sac", env_id=env_id, config=_PG_SAC,
+                total_steps=sac_steps, threshold=threshold, chunk_steps=128 * 400,
+                key_params=_SAC_KEYS,
+                notes=f"{_PG_SAC_NOTE}, {sac_steps // 1_000_000}M steps: {_GPU}"),
+    ]
+
+
+PRESETS: list[Preset] = [
+    _preset(name="brax-inverted-pendulum-sac", env_id="brax:inverted_pendulum",
+            config=SACConfig(loop=OffPolicyLoop(num_envs=4, random_steps=1_000),
+                             replay=Replay(buffer_size=100_000, learning_starts=1_000)),
+            total_steps=40_000, threshold=950.0, chunk_steps=4_000, key_params=_SAC_KEYS,
+            notes="CPU: the SAC paper's settings (256-256, Adam 3e-4, tau 0.005, one gradient "
+                  "step of 256 per env step, learned temperature) with 4 envs and 1k random "
+                  "steps, on brax's positional pipeline"),
+    _preset(name="brax-inverted-pendulum-ppo", env_id="brax:inverted_pendulum",
+            config=PPOConfig(loop=OnPolicyLoop(num_envs=32, rollout_len=32), num_epochs=4,
+                             num_minibatches=4, lr=3e-4, gamma=0.97, entropy_coef=1e-2,
+                             normalize_obs=True),
+            total_steps=500_000, threshold=950.0, chunk_steps=32_768, key_params=_PPO_KEYS,
+            notes="CPU: brax's notebook inverted_pendulum PPO (Adam 3e-4, gamma 0.97, "
+                  "entropy 1e-2, normalised observations) at 32 envs x 32 steps, 4 epochs x "
+                  "4 minibatches, tanh 64-64, where brax has 2,048 envs x 5 steps"),
+    _preset(name="brax-reacher-ppo", env_id="brax:reacher",
+            config=_brax_ppo(2048, 50, 8, 0.95, 1e-3), total_steps=50_000_000,
+            chunk_steps=2048 * 50 * 4, key_params=_PPO_KEYS,
+            notes="brax's notebook reacher PPO (2,048 envs x 50 steps, 8 epochs x 32 "
+                  "minibatches, Adam 3e-4, gamma 0.95, entropy 1e-3), without its action "
+                  f"repeat of 4, 50M steps: {_GPU}"),
+    _preset(name="brax-halfcheetah-ppo", env_id="brax:halfcheetah",
+            config=_brax_ppo(2048, 20, 8, 0.95, 1e-3), total_steps=50_000_000,
+            chunk_steps=2048 * 20 * 8, key_params=_PPO_KEYS,
+            notes="brax's notebook halfcheetah PPO (2,048 envs x 20 steps, 8 epochs x 32 "
+                  f"minibatches, Adam 3e-4, gamma 0.95, entropy 1e-3), 50M steps: {_GPU}"),
+    _preset(name="brax-ant-ppo", env_id="brax:ant",
+            config=_brax_ppo(4096, 5, 4, 0.97, 1e-2), total_steps=50_000_000,
+            chunk_steps=4096 * 5 * 40, key_params=_PPO_KEYS,
+            notes="brax's notebook ant PPO (4,096 envs x 5 steps, 4 epochs x 32 minibatches, "
+                  f"Adam 3e-4, gamma 0.97, entropy 1e-2), 50M steps: {_GPU}"),
+    *_playground("CartpoleBalance", "cartpole-balance", 60_000_000, 5_000_000, 900.0),
+    *_playground("ReacherEasy", "reacher-easy", 60_000_000, 5_000_000, 800.0),
+    *_playground("CheetahRun", "cheetah-run", 60_000_000, 10_000_000, None),
+]
