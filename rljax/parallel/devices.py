@@ -125,7 +125,9 @@ def shard_trainer(trainer, env: Env, member_seeds: Sequence[int], mesh: Mesh):
     sharding = NamedSharding(mesh, spec)
     local_chunk = jax.shard_map(trainer.chunk_fn, mesh=mesh, in_specs=(spec, spec),
                                 out_specs=spec, check_vma=False)
-    values = multihost.put(trainer.member_values, sharding)
+    # A constant of the program, split by shard_map: a program may not close over an
+    # array that spans several processes' devices.
+    values = np.asarray(trainer.member_values)
     keys = seed_keys(member_seeds)
     place_init = multihost.init_on(trainer.init_state, sharding, mesh)
 

@@ -91,3 +91,15 @@ def split_flat_vectors(arrays: dict, groups: dict[str, list[str]], target: dict)
             arrays[k] = flat[..., start:start + size].reshape(shape)
             start += size
     return arrays
+
+
+def resolved_schedules(saved: dict, run: dict) -> tuple[dict, dict]:
+    """Both runs with ``schedule_steps`` None (the run's own length) read as their
+    ``total_steps`` where the other side has it resolved (a resume that changed the budget
+    records the length it kept)."""
+    mine, theirs = saved.get("schedule_steps"), run.get("schedule_steps")
+    if mine is None and theirs is not None:
+        saved = dict(saved, schedule_steps=saved.get("total_steps"))
+    elif theirs is None and mine is not None:
+        run = dict(run, schedule_steps=run.get("total_steps"))
+    return saved, run

@@ -73,6 +73,7 @@ def test_truncated_cached_libraries_are_built_again_and_load(cache):
     _damage_and_load(cache, [_truncate, _truncate])
 
 
+@pytest.mark.exhaustive  # four C++ builds
 @pytest.mark.slow
 def test_emptied_or_overwritten_cached_libraries_are_built_again_and_load(cache):
     # Before, each run warned that the library could not be loaded, forever.

@@ -115,6 +115,7 @@ def test_playground_robots_that_need_downloads_are_refused():
     assert "playground:CheetahRun" in envs.task_ids()["playground"]
 
 
+@pytest.mark.exhaustive  # brax programs compile for minutes on 2 cores
 @pytest.mark.slow
 def test_brax_reacher_steps_with_the_time_limit_apart():
     """Brax's own env through the backend: spec, bounds, the time limit and the reset."""
@@ -159,6 +160,7 @@ def walk():
     registry._BACKENDS.pop("walk")
 
 
+@pytest.mark.exhaustive  # brax programs compile for minutes on 2 cores
 @pytest.mark.slow
 def test_sac_resumed_mid_episode_equals_the_uninterrupted_run(walk, tmp_path):
     """A SAC run on a brax-style env stopped after one chunk and resumed continues its
@@ -184,6 +186,7 @@ def test_sac_resumed_mid_episode_equals_the_uninterrupted_run(walk, tmp_path):
                                                       for r in whole.metrics]
 
 
+@pytest.mark.exhaustive  # brax programs compile for minutes on 2 cores
 @pytest.mark.slow
 @pytest.mark.parametrize("preset,changes", [
     ("reacher-ddpg", dict(num_envs=4, learning_starts=40, batch_size=16)),

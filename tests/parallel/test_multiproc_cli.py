@@ -54,6 +54,7 @@ def _last_line(err: str) -> str:
     return err.strip().splitlines()[-1]
 
 
+@pytest.mark.exhaustive  # minutes of two processes compiling; pytest -m exhaustive
 def test_docs_two_process_eight_seed_command_finishes(tmp_path):
     """docs/scaling.md's command (cartpole-a2c --seeds 8 --devices 4 over two processes of
     two devices), with a small budget."""
@@ -98,6 +99,7 @@ def _checkpoints(run_dir: str) -> list[int]:
         return []
 
 
+@pytest.mark.exhaustive  # minutes of two processes compiling; pytest -m exhaustive
 def test_killed_process_stops_the_other_then_resume_and_sigterm(tmp_path):
     peer_timeout = 60  # x4 for a collective every process is in (compiling under load)
     common = ["--quiet", "--no-tensorboard", "--peer-timeout", str(peer_timeout)]

@@ -311,14 +311,14 @@ def test_flat_optimizer_moments_restore_per_parameter(tmp_path, monkeypatch, see
     parameter, and one more update from either state gives the same parameters."""
     import optax
 
-    from rljax.agents import pqn
+    from rljax.agents import pqn, pqn_core
 
     run = from_preset("cartpole-pqn", total_steps=10_000, logdir=str(tmp_path),
                       tensorboard=False, num_seeds=seeds)
 
-    def flattened(config, parallel=pqn.ONE_DEVICE):
+    def flattened(config, parallel=pqn.ONE_DEVICE, run_length=None):
         return optax.flatten(optax.chain(optax.clip_by_global_norm(config.max_grad_norm),
-                                         optax.radam(pqn.learning_rate(config))))
+                                         optax.radam(pqn_core.learning_rate(config, run_length))))
 
     with monkeypatch.context() as m:
         m.setattr(pqn, "optimizer", flattened)

@@ -71,6 +71,7 @@ def test_an_interrupted_run_resumed_with_its_env_object_equals_the_whole_run(
     assert _learning_rows(rows) == _learning_rows(ppo_match.metrics)
 
 
+@pytest.mark.exhaustive  # several trainings; pytest -m exhaustive
 def test_sac_reaches_a_brax_style_envs_optimum_through_the_api(tmp_path):
     run = rljax.train("gymnax-pendulum-sac", env=user_envs.Reach(), max_episode_steps=10,
                       solve_threshold=5.0, total_steps=3_000, chunk_steps=1_000,
@@ -88,6 +89,7 @@ def _cli(capsys, *args):
     return code, out.out, out.err
 
 
+@pytest.mark.exhaustive  # several trainings; pytest -m exhaustive
 def test_pqn_with_four_seeds_and_ppo_reach_the_optima_through_the_cli(tmp_path, capsys):
     code, out, _ = _cli(capsys, "train", "gymnax-cartpole-pqn", "--env",
                         "user_envs:make_match", "--seeds", "4", "--num-envs", "8", "--set",

@@ -70,7 +70,7 @@ def test_resume_refuses_what_a_resume_may_not_change(dqn_run, extra, message, ca
     code = cli.main(["train", "--resume", dqn_run[1].run_dir, "--quiet", *extra])
     err = capsys.readouterr().err
     assert code == 2 and message in err and err.count("\n") == 1, err
-    assert "(a resume may change only total_steps, chunk_steps, logdir" in err
+    assert "(a resume may change only total_steps, threshold, chunk_steps, logdir" in err
 
 
 def _flat(config: dict) -> dict:
@@ -254,7 +254,9 @@ def test_interruption_prints_the_short_resume_command(monkeypatch, capsys):
         raise driver.TrainingInterrupted(run_dir, 40_000)
 
     monkeypatch.setattr(driver, "train_run", interrupted)
-    assert cli.main(["train", "cartpole-dqn", "--seed", "3", "--quiet"]) == 130
+    # no signal reached this process (as when another process of the run was stopped):
+    # SIGTERM's status
+    assert cli.main(["train", "cartpole-dqn", "--seed", "3", "--quiet"]) == 143
     err = capsys.readouterr().err
     assert err.endswith(f"rljax: resume with: rljax train --resume {shlex.quote(run_dir)}\n")
     assert shlex.split(err.splitlines()[-1].split(": ", 2)[2]) == [
