@@ -131,6 +131,8 @@ class _Host:
             self.evaluate = make_evaluator(
                 agent.policy, make_env(run.env_id, run.eval_episodes, run.seed + 10_000,
                                        run.env_options), policy_init=agent.policy_init)
+            self.evaluate.compile_ahead(rundir.member_slice(
+                multihost.fetch(agent.params(state.agent)), 0, trainer.num_seeds))
         self.num_seeds = trainer.num_seeds
         self.steps_per_chunk = trainer.steps_per_chunk
         self.first_steps = int(np.ravel(multihost.fetch(state.env_steps))[0])
@@ -161,6 +163,8 @@ class _Host:
         self.train_start = self.period_start = time.perf_counter()
         self.started = start
         self.first_row_at: float | None = None
+        self.train_end: float | None = None  # when the last row was logged
+        self.finite = _finite  # the compiled check (_start_and_train compiles it ahead)
 
     def _eval_after(self, env_steps: int) -> int:
         return (env_steps // self.run.eval_every + 1) * self.run.eval_every
@@ -176,7 +180,7 @@ class _Host:
         Raises:
             NonFiniteError: a parameter or a logged metric is non-finite.
         """
-        if not bool(multihost.fetch(_finite(state.agent))):
+        if not bool(multihost.fetch(self.finite(state.agent))):
             raise NonFiniteError(_nonfinite_message(self.run_dir, state, "parameter",
                                                      self.saved_at))
         metrics, stats, steps, extras = multihost.fetch((self.pending, state.env.stats,
@@ -330,10 +334,11 @@ def _start_and_train(run: RunConfig, run_dir: str | None, resume_from: tuple, wr
                 start -= rundir.drop_rows_after(
                     run_dir, run, int(np.ravel(multihost.fetch(state.env_steps))[0]))
         jax.block_until_ready(state)
-    with _phase(phases, stop, "compiling"):
+    with _phase(phases, stop, "compiling"):  # every program the chunks' loop runs
         chunk = trainer.chunk.lower(state).compile()
+        finite = _finite.lower(state.agent).compile()
     host = _Host(run, shared_dir, agent, trainer, num_chunks, state, start, writer, progress)
-    host.started = started
+    host.started, host.finite = started, finite
     stop.phase = None
     state, summary = _train(run, shared_dir, host, chunk, state, phases.clock, writer, stop)
     return RunResult(run_dir if writer else None, state, summary, host.rows, agent, env.spec)
@@ -365,6 +370,7 @@ def _train(run: RunConfig, run_dir: str, host: _Host, chunk: Any, state: LoopSta
             if not host.due(last, stop.received is not None):
                 continue
             env_steps = host.log(state, last)
+            host.train_end = time.perf_counter()  # what follows the last row is finish_s
             # The checkpoint follows the row, so a saved state is always logged.
             if last or stop.received or (i + 1) % host.save_every == 0:
                 with stop.saving():
@@ -383,15 +389,18 @@ def _train(run: RunConfig, run_dir: str, host: _Host, chunk: Any, state: LoopSta
         failed = True
         raise
     finally:
+        train_end = host.train_end or time.perf_counter()
         host.close()
-        summary = rundir.run_summary(run, state, host.start, host.train_start, clock.seconds,
-                                     interrupted, host.first_steps, host.final_evals)
+        summary = rundir.run_summary(run, state, host.start, (host.train_start, train_end),
+                                     clock.seconds, interrupted, host.first_steps,
+                                     host.final_evals)
         summary["startup_s"] = (None if host.first_row_at is None
                                 else host.first_row_at - host.started)
         summary.update(host.best.summary())
+        rundir.stamp_finish(summary, host.start, train_end)
         if writer:
             try:
-                rundir.write_summaries(run_dir, run, summary)
+                rundir.write_summaries(run_dir, run, summary, (host.start, train_end))
             except OSError:
                 if not failed:  # else the error in flight says what went wrong (full disk)
                     raise
