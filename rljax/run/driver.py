@@ -160,11 +160,10 @@ class _Host:
         extras = multihost.fetch(state.env.extras)
         self.prev_extras = [None if extras is None else rundir.member_slice(
             extras, k, self.num_seeds) for k in range(self.num_seeds)]
-        self.train_start = self.period_start = time.perf_counter()
-        self.started = start
+        # train_end: when the last row was logged (what follows it is the summary's finish_s)
+        self.train_start = self.period_start = self.train_end = time.perf_counter()
+        self.started, self.finite = start, _finite  # _start_and_train compiles it ahead
         self.first_row_at: float | None = None
-        self.train_end: float | None = None  # when the last row was logged
-        self.finite = _finite  # the compiled check (_start_and_train compiles it ahead)
 
     def _eval_after(self, env_steps: int) -> int:
         return (env_steps // self.run.eval_every + 1) * self.run.eval_every
@@ -335,8 +334,7 @@ def _start_and_train(run: RunConfig, run_dir: str | None, resume_from: tuple, wr
                     run_dir, run, int(np.ravel(multihost.fetch(state.env_steps))[0]))
         jax.block_until_ready(state)
     with _phase(phases, stop, "compiling"):  # every program the chunks' loop runs
-        chunk = trainer.chunk.lower(state).compile()
-        finite = _finite.lower(state.agent).compile()
+        chunk, finite = trainer.chunk.lower(state).compile(), _finite.lower(state.agent).compile()
     host = _Host(run, shared_dir, agent, trainer, num_chunks, state, start, writer, progress)
     host.started, host.finite = started, finite
     stop.phase = None
@@ -370,7 +368,7 @@ def _train(run: RunConfig, run_dir: str, host: _Host, chunk: Any, state: LoopSta
             if not host.due(last, stop.received is not None):
                 continue
             env_steps = host.log(state, last)
-            host.train_end = time.perf_counter()  # what follows the last row is finish_s
+            host.train_end = time.perf_counter()
             # The checkpoint follows the row, so a saved state is always logged.
             if last or stop.received or (i + 1) % host.save_every == 0:
                 with stop.saving():
@@ -389,18 +387,17 @@ def _train(run: RunConfig, run_dir: str, host: _Host, chunk: Any, state: LoopSta
         failed = True
         raise
     finally:
-        train_end = host.train_end or time.perf_counter()
+        times = (host.start, host.train_start, host.train_end if host.rows else time.perf_counter())
         host.close()
-        summary = rundir.run_summary(run, state, host.start, (host.train_start, train_end),
-                                     clock.seconds, interrupted, host.first_steps,
-                                     host.final_evals)
+        summary = rundir.run_summary(run, state, times, clock.seconds, interrupted,
+                                     host.first_steps, host.final_evals)
         summary["startup_s"] = (None if host.first_row_at is None
                                 else host.first_row_at - host.started)
         summary.update(host.best.summary())
-        rundir.stamp_finish(summary, host.start, train_end)
+        rundir.stamp_finish(summary, times)
         if writer:
             try:
-                rundir.write_summaries(run_dir, run, summary, (host.start, train_end))
+                rundir.write_summaries(run_dir, run, summary, times)
             except OSError:
                 if not failed:  # else the error in flight says what went wrong (full disk)
                     raise
