@@ -67,13 +67,6 @@ class NonFiniteError(RuntimeError):
     """A loss or parameter became NaN or infinite."""
 
 
-@jax.jit
-def _finite(tree) -> jax.Array:
-    leaves = [jax.numpy.all(jax.numpy.isfinite(x)) for x in jax.tree.leaves(tree)
-              if jax.numpy.issubdtype(x.dtype, jax.numpy.inexact)]
-    return jax.numpy.all(jax.numpy.stack(leaves)) if leaves else jax.numpy.array(True)
-
-
 def _nonfinite_metric(row: dict) -> str | None:
     return next((k for k, v in row.items() if isinstance(v, float) and math.isinf(v)), None)
 
@@ -162,7 +155,7 @@ class _Host:
             extras, k, self.num_seeds) for k in range(self.num_seeds)]
         # train_end: when the last row was logged (what follows it is the summary's finish_s)
         self.train_start = self.period_start = self.train_end = time.perf_counter()
-        self.started, self.finite = start, _finite  # _start_and_train compiles it ahead
+        self.started, self.finite = start, startup.all_finite  # compiled ahead (below)
         self.first_row_at: float | None = None
 
     def _eval_after(self, env_steps: int) -> int:
@@ -334,7 +327,8 @@ def _start_and_train(run: RunConfig, run_dir: str | None, resume_from: tuple, wr
                     run_dir, run, int(np.ravel(multihost.fetch(state.env_steps))[0]))
         jax.block_until_ready(state)
     with _phase(phases, stop, "compiling"):  # every program the chunks' loop runs
-        chunk, finite = trainer.chunk.lower(state).compile(), _finite.lower(state.agent).compile()
+        chunk = trainer.chunk.lower(state).compile()
+        finite = startup.all_finite.lower(state.agent).compile()
     host = _Host(run, shared_dir, agent, trainer, num_chunks, state, start, writer, progress)
     host.started, host.finite = started, finite
     stop.phase = None
