@@ -142,9 +142,15 @@ def make(task_id: str, num_envs: int = 8, seed: int | Sequence[int] = 0,
         return EnvState(handle=jnp.asarray(handle0), obs=obs, done=jnp.zeros((total,), bool),
                         stats=init_stats(total))
 
+    # reset builds the state on the host and copies it over: no program to compile when
+    # a run's first evaluation resets its envs between training chunks.
+    fresh = jax.tree.map(lambda x: np.zeros(x.shape, x.dtype), jax.eval_shape(
+        lambda: initial_state(jnp.zeros((total,) + spec.obs_shape, spec.obs_dtype))))
+
     def reset() -> EnvState:
         obs, _ = pool.reset()
-        return initial_state(jnp.asarray(np.asarray(obs).astype(spec.obs_dtype, copy=False)))
+        return jax.device_put(fresh.replace(handle=np.asarray(handle0), obs=np.asarray(
+            obs).astype(spec.obs_dtype, copy=False)))
 
     def state_shapes() -> EnvState:
         return jax.eval_shape(lambda: initial_state(

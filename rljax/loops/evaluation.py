@@ -65,10 +65,20 @@ def make_evaluator(policy: Callable, env: Env, *,
         _, _, finished, returns, lengths, _ = jax.lax.while_loop(cond, body, init)
         return finished, returns, lengths
 
-    compiled = jax.jit(run)
+    compiled = [jax.jit(run)]
+
+    def compile_ahead(params) -> None:
+        """Compiles the evaluation for params shaped as ``params`` now, so that evaluating
+        later compiles nothing (envs without ``state_shapes``: their first evaluation
+        compiles)."""
+        if env.state_shapes is None:
+            return
+        if env.pool is None:  # JAX-native: reset is a function of the seeds; compile it
+            env.reset()
+        compiled[0] = jax.jit(run).lower(params, env.state_shapes()).compile()
 
     def evaluate(params) -> dict:
-        finished, returns, lengths = jax.device_get(compiled(params, env.reset()))
+        finished, returns, lengths = jax.device_get(compiled[0](params, env.reset()))
         returns = np.asarray(returns, np.float64)[finished]
         lengths = np.asarray(lengths)[finished]
         return {
@@ -79,4 +89,5 @@ def make_evaluator(policy: Callable, env: Env, *,
             "returns": returns.tolist(),
         }
 
+    evaluate.compile_ahead = compile_ahead
     return evaluate

@@ -84,8 +84,9 @@ def _payload(state) -> dict:
                 "solved_at": state.solved_at, "stats": stats, "batches": state.batches,
                 "env": {"handle": state.env.handle, "obs": state.env.obs,
                         "done": state.env.done, "extras": state.env.extras}}
-    stats = stats.replace(running_return=jnp.zeros_like(stats.running_return),
-                          running_length=jnp.zeros_like(stats.running_length))
+    sums = {k: getattr(stats, k) for k in ("running_return", "running_length")}
+    stats = stats.replace(**{k: jax.device_put(np.zeros(x.shape, x.dtype), x.sharding)
+                             for k, x in sums.items()})  # copied: no compile between chunks
     return {"agent": state.agent, "memory": state.memory,
             "key": jax.random.key_data(state.key),
             "env_steps": state.env_steps, "solved_at": state.solved_at, "stats": stats,

@@ -67,13 +67,6 @@ class NonFiniteError(RuntimeError):
     """A loss or parameter became NaN or infinite."""
 
 
-@jax.jit
-def _finite(tree) -> jax.Array:
-    leaves = [jax.numpy.all(jax.numpy.isfinite(x)) for x in jax.tree.leaves(tree)
-              if jax.numpy.issubdtype(x.dtype, jax.numpy.inexact)]
-    return jax.numpy.all(jax.numpy.stack(leaves)) if leaves else jax.numpy.array(True)
-
-
 def _nonfinite_metric(row: dict) -> str | None:
     return next((k for k, v in row.items() if isinstance(v, float) and math.isinf(v)), None)
 
@@ -131,6 +124,8 @@ class _Host:
             self.evaluate = make_evaluator(
                 agent.policy, make_env(run.env_id, run.eval_episodes, run.seed + 10_000,
                                        run.env_options), policy_init=agent.policy_init)
+            self.evaluate.compile_ahead(rundir.member_slice(
+                multihost.fetch(agent.params(state.agent)), 0, trainer.num_seeds))
         self.num_seeds = trainer.num_seeds
         self.steps_per_chunk = trainer.steps_per_chunk
         self.first_steps = int(np.ravel(multihost.fetch(state.env_steps))[0])
@@ -158,8 +153,9 @@ class _Host:
         extras = multihost.fetch(state.env.extras)
         self.prev_extras = [None if extras is None else rundir.member_slice(
             extras, k, self.num_seeds) for k in range(self.num_seeds)]
-        self.train_start = self.period_start = time.perf_counter()
-        self.started = start
+        # train_end: when the last row was logged (what follows it is the summary's finish_s)
+        self.train_start = self.period_start = self.train_end = time.perf_counter()
+        self.started, self.finite = start, startup.all_finite  # compiled ahead (below)
         self.first_row_at: float | None = None
 
     def _eval_after(self, env_steps: int) -> int:
@@ -176,7 +172,7 @@ class _Host:
         Raises:
             NonFiniteError: a parameter or a logged metric is non-finite.
         """
-        if not bool(multihost.fetch(_finite(state.agent))):
+        if not bool(multihost.fetch(self.finite(state.agent))):
             raise NonFiniteError(_nonfinite_message(self.run_dir, state, "parameter",
                                                      self.saved_at))
         metrics, stats, steps, extras = multihost.fetch((self.pending, state.env.stats,
@@ -330,10 +326,11 @@ def _start_and_train(run: RunConfig, run_dir: str | None, resume_from: tuple, wr
                 start -= rundir.drop_rows_after(
                     run_dir, run, int(np.ravel(multihost.fetch(state.env_steps))[0]))
         jax.block_until_ready(state)
-    with _phase(phases, stop, "compiling"):
+    with _phase(phases, stop, "compiling"):  # every program the chunks' loop runs
         chunk = trainer.chunk.lower(state).compile()
+        finite = startup.all_finite.lower(state.agent).compile()
     host = _Host(run, shared_dir, agent, trainer, num_chunks, state, start, writer, progress)
-    host.started = started
+    host.started, host.finite = started, finite
     stop.phase = None
     state, summary = _train(run, shared_dir, host, chunk, state, phases.clock, writer, stop)
     return RunResult(run_dir if writer else None, state, summary, host.rows, agent, env.spec)
@@ -365,6 +362,7 @@ def _train(run: RunConfig, run_dir: str, host: _Host, chunk: Any, state: LoopSta
             if not host.due(last, stop.received is not None):
                 continue
             env_steps = host.log(state, last)
+            host.train_end = time.perf_counter()
             # The checkpoint follows the row, so a saved state is always logged.
             if last or stop.received or (i + 1) % host.save_every == 0:
                 with stop.saving():
@@ -383,15 +381,17 @@ def _train(run: RunConfig, run_dir: str, host: _Host, chunk: Any, state: LoopSta
         failed = True
         raise
     finally:
+        times = (host.start, host.train_start, host.train_end if host.rows else time.perf_counter())
         host.close()
-        summary = rundir.run_summary(run, state, host.start, host.train_start, clock.seconds,
-                                     interrupted, host.first_steps, host.final_evals)
+        summary = rundir.run_summary(run, state, times, clock.seconds, interrupted,
+                                     host.first_steps, host.final_evals)
         summary["startup_s"] = (None if host.first_row_at is None
                                 else host.first_row_at - host.started)
         summary.update(host.best.summary())
+        rundir.stamp_finish(summary, times)
         if writer:
             try:
-                rundir.write_summaries(run_dir, run, summary)
+                rundir.write_summaries(run_dir, run, summary, times)
             except OSError:
                 if not failed:  # else the error in flight says what went wrong (full disk)
                     raise

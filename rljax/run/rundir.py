@@ -288,15 +288,16 @@ def _sweep_summary(run: RunConfig, members: list[dict]) -> list[dict]:
     return out
 
 
-def run_summary(run: RunConfig, state: LoopState, start: float, train_start: float,
+def run_summary(run: RunConfig, state: LoopState, times: tuple[float, float, float],
                 compile_time: float, interrupted: bool, first_steps: int = 0,
                 evals: list[dict] | None = None) -> dict:
     """The run's summary; with several seeds the single-run keys aggregate them
     (returns: mean over seeds; ``solved_at_step``: when the last seed solved, null
     unless all did; ``sps``: all seeds' env steps) and ``seeds`` lists each one.
 
-    ``start`` and ``train_start`` are ``time.perf_counter()`` readings taken when the
-    run, and its first chunk, began."""
+    ``times`` are ``time.perf_counter()`` readings: when the run began, when its first
+    chunk began and when its last row was logged (``train_time_s`` is between the two)."""
+    start, train_start, train_end = times
     stats, steps, solved_at = multihost.fetch((state.env.stats, state.env_steps,
                                                state.solved_at))
     num_seeds = run.num_members
@@ -311,7 +312,7 @@ def run_summary(run: RunConfig, state: LoopState, start: float, train_start: flo
             one["eval_return_mean"] = evals[k]["return_mean"]
             one["eval_returns"] = evals[k]["returns"]
         seeds.append(one)
-    train_time = time.perf_counter() - train_start
+    train_time = train_end - train_start
     solved = [s["solved_at_step"] for s in seeds if s["solved_at_step"] is not None]
     finals = [s["final_return_mean"] for s in seeds if s["final_return_mean"] is not None]
     lengths = [s["final_length_mean"] for s in seeds if s["final_length_mean"] is not None]
@@ -323,6 +324,7 @@ def run_summary(run: RunConfig, state: LoopState, start: float, train_start: flo
         "env_steps": env_steps,
         "wall_time_s": time.perf_counter() - start,
         "compile_time_s": compile_time,
+        "train_time_s": train_time,
         "sps": num_seeds * (env_steps - first_steps) / max(train_time, 1e-9),
         "episodes": sum(s["episodes"] for s in seeds),
         "final_return_mean": float(np.mean(finals)) if finals else None,
@@ -353,14 +355,29 @@ def run_summary(run: RunConfig, state: LoopState, start: float, train_start: flo
     return summary
 
 
-def write_summaries(run_dir: str, run: RunConfig, summary: dict) -> None:
-    """Writes summary.json, each member's summary.json and config.json, and curve.png."""
-    write_json(os.path.join(run_dir, "summary.json"), summary)
+def stamp_finish(summary: dict, times: tuple[float, float, float]) -> None:
+    """Sets the summary's ``wall_time_s`` and ``finish_s`` (the time since the last
+    metrics row: the final checkpoint, the summaries and the plot) to now; ``times`` as
+    :func:`run_summary` takes them."""
+    start, _, train_end = times
+    now = time.perf_counter()
+    summary["wall_time_s"] = now - start
+    summary["finish_s"] = now - train_end
+
+
+def write_summaries(run_dir: str, run: RunConfig, summary: dict,
+                    times: tuple[float, float, float] | None = None) -> None:
+    """Writes each member's summary.json and config.json, curve.png, then summary.json;
+    with ``times`` (see :func:`stamp_finish`) the summary's ``wall_time_s`` and
+    ``finish_s`` count everything but that last write."""
     for k, seed_summary in enumerate(summary.get("seeds", [])):
         folder = member_dir(run_dir, run, k)
         write_json(os.path.join(folder, "summary.json"), seed_summary)
         write_json(os.path.join(folder, "config.json"), _member_config(run, k))
     _plot_curve(run_dir)
+    if times is not None:
+        stamp_finish(summary, times)
+    write_json(os.path.join(run_dir, "summary.json"), summary)
 
 
 def _plot_curve(run_dir: str) -> None:

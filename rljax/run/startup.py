@@ -94,6 +94,15 @@ def _one_line_for_write_errors(path: str) -> None:
     warnings.showwarning = showwarning
 
 
+@jax.jit
+def all_finite(tree) -> jax.Array:
+    """Whether every float of ``tree`` is finite: the driver's check of the parameters
+    after each logged chunk, compiled ahead with the chunk."""
+    leaves = [jax.numpy.all(jax.numpy.isfinite(x)) for x in jax.tree.leaves(tree)
+              if jax.numpy.issubdtype(x.dtype, jax.numpy.inexact)]
+    return jax.numpy.all(jax.numpy.stack(leaves)) if leaves else jax.numpy.array(True)
+
+
 _COMPILE_EVENTS = ("/jax/core/compile/jaxpr_trace_duration",
                    "/jax/core/compile/jaxpr_to_mlir_module_duration",
                    "/jax/core/compile/backend_compile_duration")
