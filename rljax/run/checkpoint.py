@@ -281,8 +281,7 @@ def check_compatible(manifest: dict, run_config: dict) -> None:
         saved = RunConfig.from_dict(saved).to_dict()
     except (KeyError, TypeError, ValueError):
         pass  # compared as written; the differences are named below
-    saved, run_config = layouts.resolved_schedules(saved, run_config)
-    problems = _diff(as_json(saved), as_json(run_config))
+    problems = _diff(*map(as_json, layouts.resolved_schedules(saved, run_config)))
     if problems:
         raise CheckpointError("checkpoint was made for another run: " + "; ".join(problems)
                               + " (a resume may change only " + ", ".join(RESUMABLE_CHANGES)
