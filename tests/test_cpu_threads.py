@@ -118,7 +118,12 @@ _CLI_CHILD = r"""
 import json, os, sys
 from rljax.run.cli import main
 rc = main(sys.argv[1:])
-names = [open(f"/proc/self/task/{t}/comm").read().strip() for t in os.listdir("/proc/self/task")]
+names = []
+for t in os.listdir("/proc/self/task"):
+    try:
+        names.append(open(f"/proc/self/task/{t}/comm").read().strip())
+    except FileNotFoundError:  # a thread that ended meanwhile
+        pass
 print(json.dumps({"rc": rc, "pool": names.count("tf_XLAEigen")}))
 """
 

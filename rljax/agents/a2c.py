@@ -78,7 +78,7 @@ class A2CConfig:
     gamma: float = 0.99
     gae_lambda: float | None = None
     normalize_advantages: bool = True
-    advantage_std_floor: float = 0.0
+    advantage_std_floor: float | None = None
     entropy_coef: float = 0.005
     value_coef: float = 0.5
     actor_lr: float = 5e-4
@@ -89,7 +89,7 @@ class A2CConfig:
     shared_torso: bool = False
     max_grad_norm: float | None = None
     update_rms_clip: float | None = None
-    logit_penalty: float = 0.0
+    logit_penalty: float | None = None
 
     def __post_init__(self):
         for name in ("actor_lr", "critic_lr"):
@@ -97,12 +97,13 @@ class A2CConfig:
         validate.number("gamma", self.gamma, low=0.0, high=1.0)
         validate.number("gae_lambda", self.gae_lambda, low=0.0, high=1.0, optional=True)
         validate.number("entropy_coef", self.entropy_coef, low=0.0, high=1e3)
-        validate.number("advantage_std_floor", self.advantage_std_floor, low=0.0, high=1e12)
+        validate.number("advantage_std_floor", self.advantage_std_floor, low=0.0, high=1e12,
+                        optional=True)
         validate.number("value_coef", self.value_coef, low=0.0, high=1e3)
         validate.number("max_grad_norm", self.max_grad_norm, low=1e-12, high=1e12, optional=True)
         validate.number("update_rms_clip", self.update_rms_clip, low=1e-12, high=1e12,
                         optional=True)
-        validate.number("logit_penalty", self.logit_penalty, low=0.0, high=1e3)
+        validate.number("logit_penalty", self.logit_penalty, low=0.0, high=1e3, optional=True)
         validate.sizes("actor_hidden", self.actor_hidden)
         validate.sizes("critic_hidden", self.critic_hidden)
         validate.choice("activation", self.activation, tuple(nets.ACTIVATIONS))
@@ -228,7 +229,7 @@ def loss(config: A2CConfig, parts: Parts, params: Params,
     v_tm1 = values[0] if isinstance(values, tuple) else values[:-1]
     mask = batch.valid
     if config.normalize_advantages:
-        adv = losses.normalize(adv, mask, min_std=config.advantage_std_floor)
+        adv = losses.normalize(adv, mask, min_std=config.advantage_std_floor or 0.0)
     mean = functools.partial(losses.masked_mean, mask=mask)
     pg = mean(losses.policy_gradient_loss(logits, batch.action, adv))
     entropy = -mean(losses.entropy_loss(logits))

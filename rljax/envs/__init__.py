@@ -74,6 +74,13 @@ def check_options(task_id: str, options: dict[str, Any]) -> None:
 
     backend, name = lookup(task_id)
     rest = {k: v for k, v in options.items() if k != "obs_indices"}
+    from rljax.envs import pool
+
+    if backend is pool.BACKEND:  # envpool's make takes obs_indices among its options
+        from rljax.envs import spec
+
+        spec.check_options(task_id, 1, 0, options)
+        return
     obs_shape = backend.spec(name, **rest).obs_shape
     if options.get("obs_indices") is not None:
         check_obs_indices(options["obs_indices"], obs_shape)

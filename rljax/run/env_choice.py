@@ -4,12 +4,9 @@ and its solve threshold (:func:`rljax.run.config.override` asks :func:`env_chang
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rljax import validate
-
-if TYPE_CHECKING:
-    from rljax.run.config import RunConfig
 
 
 def env_options(env_id: str, kept: tuple, given: Any) -> tuple[tuple[str, Any], ...]:
@@ -38,7 +35,7 @@ def env_options(env_id: str, kept: tuple, given: Any) -> tuple[tuple[str, Any], 
     return tuple(sorted(options.items()))
 
 
-def env_changes(base: RunConfig, changes: dict[str, Any]) -> dict[str, Any]:
+def env_changes(base: Any, changes: dict[str, Any]) -> dict[str, Any]:
     """The fields that ``env`` (a task id, an import string or an env object),
     ``env_params`` and ``max_episode_steps`` set, taken out of ``changes``: the task id,
     its options and (for another task) its solve threshold."""

@@ -376,7 +376,8 @@ def report(run_dirs: list[str] | str, *, metric: str = METRIC,
     if out is not None:
         stem = os.path.splitext(out)[0]
         result["plots"] = report_plots.draw(configs, metric, table, reps, seed,
-                                            f"{stem}-curves.png", f"{stem}-profiles.png")
+                                            f"{stem}-curves.png", f"{stem}-profiles.png",
+                                            curve=curve, score_matrix=score_matrix)
         with open(out, "w") as f:
             f.write(result["markdown"])
     if json_out is not None:

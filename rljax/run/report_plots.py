@@ -4,6 +4,8 @@ per configuration (matplotlib, no display needed)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from rljax import stats
@@ -19,11 +21,11 @@ def _normalise(values: np.ndarray, tasks: list[str], table: dict | None) -> np.n
     return stats.normalize(values, random, reference)
 
 
-def curve_matrix(config, key: str, table: dict | None) -> tuple[np.ndarray, np.ndarray]:
-    """``grid [P]`` and ``scores [P, R, T]``: each run's ``key`` interpolated onto env
-    steps that every run of the configuration reached (normalised with ``table``)."""
-    from rljax.run.report import curve
-
+def curve_matrix(config, key: str, table: dict | None, curve: Callable
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """``grid [P]`` and ``scores [P, R, T]``: each run's ``key`` (``curve(run, key)``)
+    interpolated onto env steps that every run of the configuration reached (normalised
+    with ``table``)."""
     curves = [[curve(r, key) for r in g.runs] for g in config.groups]
     flat = [c for task in curves for c in task if len(c[0])]
     start = max(c[0][0] for c in flat)
@@ -45,11 +47,11 @@ def _axes():
 
 
 def draw_curves(configs: list, key: str, table: dict | None, reps: int, seed: int,
-                path: str) -> str:
+                path: str, curve: Callable) -> str:
     """IQM of ``key`` over env steps with its interval, one line per configuration."""
     fig, ax = _axes()
     for config in configs:
-        grid, values = curve_matrix(config, key, table)
+        grid, values = curve_matrix(config, key, table, curve)
         if np.isnan(values).any():
             continue  # a run without the metric: nothing to draw for it
         ests = [stats.interval(v, stats.iqm, reps=reps, seed=seed) for v in values]
@@ -66,10 +68,8 @@ def draw_curves(configs: list, key: str, table: dict | None, reps: int, seed: in
 
 
 def draw_profiles(configs: list, key: str, table: dict | None, reps: int, seed: int,
-                  path: str) -> str:
+                  path: str, score_matrix: Callable) -> str:
     """Share of runs scoring above each threshold, one line per configuration."""
-    from rljax.run.report import score_matrix
-
     matrices = [score_matrix(c, key, table) for c in configs]
     low = min(m.min() for m in matrices)
     high = max(m.max() for m in matrices)
@@ -92,7 +92,9 @@ def draw_profiles(configs: list, key: str, table: dict | None, reps: int, seed: 
 
 
 def draw(configs: list, key: str, table: dict | None, reps: int, seed: int,
-         curves_path: str, profiles_path: str) -> list[str]:
-    """Both plots; returns their paths."""
-    return [draw_curves(configs, key, table, reps, seed, curves_path),
-            draw_profiles(configs, key, table, reps, seed, profiles_path)]
+         curves_path: str, profiles_path: str, *, curve: Callable,
+         score_matrix: Callable) -> list[str]:
+    """Both plots; returns their paths. ``curve(run, key)`` and ``score_matrix(config,
+    key, table)`` are :mod:`rljax.run.report`'s (handed in: it imports this module)."""
+    return [draw_curves(configs, key, table, reps, seed, curves_path, curve),
+            draw_profiles(configs, key, table, reps, seed, profiles_path, score_matrix)]

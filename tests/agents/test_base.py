@@ -36,9 +36,10 @@ def test_every_factory_has_one_signature():
     for name in ALGORITHMS:
         make, _ = _factory(name)
         params = inspect.signature(make).parameters
-        assert list(params) == ["config", "spec", "parallel"], name
+        assert list(params) == ["config", "spec", "parallel", "run"], name
         assert params["parallel"].kind is inspect.Parameter.KEYWORD_ONLY, name
         assert params["parallel"].default is base.ONE_DEVICE, name
+        assert params["run"].kind is inspect.Parameter.KEYWORD_ONLY, name
 
 
 def test_agent_lists_name_every_registered_agent():

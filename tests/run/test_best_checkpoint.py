@@ -35,6 +35,7 @@ def scripted(tmp_path_factory):
         def scripted_evaluate(params):
             seen.append(jax.tree.map(np.array, params))
             return dict(evaluate(params), return_mean=SCORES[len(seen) - 1])
+        scripted_evaluate.compile_ahead = evaluate.compile_ahead
         return scripted_evaluate
 
     with pytest.MonkeyPatch.context() as mp:

@@ -89,12 +89,13 @@ def test_env_options_are_accepted_by_train(tmp_path):
 
 
 @pytest.mark.parametrize("preset,changes,message", [
-    ("cartpole-ppo", {"memory_size": "64"}, "memory_size=64 and memory_reset_every_step=False "
-                                            "apply only with memory (gru, lstm)"),
-    ("cartpole-pqn", {"memory_reset_every_step": "true"}, "apply only with memory"),
+    # the memory settings are a Memory record's now: the old flat names are no fields
+    ("cartpole-ppo", {"memory_size": "64"}, "unknown field 'memory_size' for PPOConfig"),
+    ("cartpole-pqn", {"memory_reset_every_step": "true"},
+     "unknown field 'memory_reset_every_step' for PQNConfig"),
     ("cartpole-ppo", {"clip_eps": "1e9"}, "clip_eps must be a number in (0.0, 1.0]"),
-    ("cartpole-ppo", {"total_updates": "10"}, "total_updates=10 applies only with "
-                                              "anneal_lr=true"),
+    # the schedules' length is the run's (schedule_steps), no agent field
+    ("cartpole-ppo", {"total_updates": "10"}, "unknown field 'total_updates' for PPOConfig"),
     ("cartpole-ppo", {"sweep": "clip_eps=0.1,,0.2"}, "two values or more, none empty"),
 ])
 def test_settings_that_would_change_nothing_are_refused(preset, changes, message):
@@ -104,11 +105,11 @@ def test_settings_that_would_change_nothing_are_refused(preset, changes, message
 
 
 def test_the_same_settings_are_taken_where_they_apply(capsys, tmp_path):
-    assert from_preset("cartpole-novel-ppo-rnn", memory_size=64).config.memory_size == 64
-    assert from_preset("cartpole-pqn", total_updates=10).config.total_updates == 10
+    assert from_preset("cartpole-novel-ppo-rnn",
+                       **{"memory.size": 64}).config.memory.size == 64
     assert from_preset("cartpole-ppo", clip_eps=1.0).config.clip_eps == 1.0
     _refused(capsys, ["train", "cartpole-ppo", "--set", "memory_size=64", "--logdir",
-                      str(tmp_path)], "apply only with memory")
+                      str(tmp_path)], "unknown field 'memory_size'")
 
 
 # --- rljax plot ----------------------------------------------------------------------------
@@ -158,4 +159,4 @@ def test_a_run_on_another_env_is_named_with_it(tmp_path):
     assert rundir.run_name(from_preset("gymnax-cartpole-ppo")) == "gymnax-cartpole-ppo"
     train = cli._build_parser()._subparsers._group_actions[0].choices["train"]
     help_text = " ".join(train.format_help().split())
-    assert "envpool task id" not in help_text and "(`rljax envs` lists them)" in help_text
+    assert "envpool task id" not in help_text and "module:callable" in help_text

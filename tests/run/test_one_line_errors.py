@@ -18,7 +18,7 @@ def test_ctrl_c_during_eval_does_not_claim_eval_had_not_begun(monkeypatch, capsy
     def interrupted(*args, **kwargs):  # 3 s into a long evaluation
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(api, "load", lambda run_dir, step=None: None)
+    monkeypatch.setattr(api, "load", lambda run_dir, step=None, best=False: None)
     monkeypatch.setattr(api, "evaluate", interrupted)
     assert cli.main(["eval", "RUN_DIR", "--episodes", "200"]) == 130
     err = capsys.readouterr().err

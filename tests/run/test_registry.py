@@ -73,7 +73,8 @@ def test_preset_index_matches_the_family_modules():
 
 def test_resolving_one_preset_imports_only_its_family():
     """Only the family module holding the name is built (and checked), and only its agent
-    (its module and the modules it is split into, ``ppo_*``) is imported."""
+    (its module, the modules it is split into, ``ppo_*``, its variant with memory and the
+    run checks every agent shares) is imported."""
     import subprocess
     import sys
 
@@ -82,6 +83,8 @@ def test_resolving_one_preset_imports_only_its_family():
             "assert loaded == {'rljax.run.presets.base', 'rljax.run.presets.ppo'}, loaded; "
             "agents = {m for m in sys.modules if m.startswith('rljax.agents.')}; "
             "assert agents == {'rljax.agents.base', 'rljax.agents.ppo', "
-            "'rljax.agents.ppo_networks', 'rljax.agents.ppo_loss'}, agents")
+            "'rljax.agents.ppo_core', 'rljax.agents.ppo_networks', 'rljax.agents.ppo_loss', "
+            "'rljax.agents.recurrent', 'rljax.agents.recurrent_ppo', "
+            "'rljax.agents.run_checks'}, agents")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
