@@ -21,6 +21,7 @@ from typing import Any, NamedTuple, Protocol
 import jax.numpy as jnp
 import optax
 
+from rljax import validate
 from rljax.envs.spec import EnvSpec
 from rljax.gradients import with_grad_transform
 from rljax.networks.recurrent import CORES, check_core
@@ -142,6 +143,18 @@ def stateful_policy(agent: Agent) -> tuple[PolicyInitFn, StatefulPolicyFn]:
         return agent.policy(params, obs), carry
 
     return (lambda batch_size: ()), policy
+
+
+def check_epochs(config: Any) -> None:
+    """Validates an on-policy config's ``num_epochs`` and ``num_minibatches``: integers >= 1,
+    the minibatches dividing a rollout's ``num_envs * rollout_len`` steps."""
+    for name in ("num_epochs", "num_minibatches"):
+        validate.integer(name, getattr(config, name), low=1)
+    loop = config.loop
+    if loop.steps_per_update % config.num_minibatches:
+        raise ValueError(
+            f"num_minibatches must divide num_envs * rollout_len = {loop.num_envs} * "
+            f"{loop.rollout_len} = {loop.steps_per_update}, got {config.num_minibatches!r}")
 
 
 def check_memory(config: Any) -> None:

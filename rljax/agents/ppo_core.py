@@ -11,7 +11,7 @@ import optax
 from flax import struct
 
 from rljax import normalization, validate
-from rljax.agents.base import check_memory, upgrade_on_policy_record
+from rljax.agents.base import check_epochs, check_memory, upgrade_on_policy_record
 from rljax.networks import core as nets
 from rljax.networks.torso import import_string
 from rljax.records import Memory, OnPolicyLoop, record_field, shape_field
@@ -93,13 +93,7 @@ class PPOConfig:
     network: type | str | None = None  # a class is kept as its import string
 
     def __post_init__(self):
-        for name in ("num_epochs", "num_minibatches"):
-            validate.integer(name, getattr(self, name), low=1)
-        loop = self.loop
-        if loop.steps_per_update % self.num_minibatches:
-            raise ValueError(
-                f"num_minibatches must divide num_envs * rollout_len = {loop.num_envs} * "
-                f"{loop.rollout_len} = {loop.steps_per_update}, got {self.num_minibatches!r}")
+        check_epochs(self)
         # The ratio is clipped to [1 - clip_eps, 1 + clip_eps]: past 1 the range holds
         # negative ratios and clips nothing.
         validate.number("clip_eps", self.clip_eps, low=0.0, high=1.0, low_open=True)

@@ -18,6 +18,7 @@ from rljax.agents.base import (
     Parallel,
     RunLength,
     annealed_learning_rate,
+    check_epochs,
     check_memory,
     upgrade_on_policy_record,
 )
@@ -103,13 +104,7 @@ class PQNConfig:
     network: type | str | None = None  # a class is kept as its import string
 
     def __post_init__(self):
-        for name in ("num_epochs", "num_minibatches"):
-            validate.integer(name, getattr(self, name), low=1)
-        loop = self.loop
-        if loop.steps_per_update % self.num_minibatches:
-            raise ValueError(
-                f"num_minibatches must divide num_envs * rollout_len = {loop.num_envs} * "
-                f"{loop.rollout_len} = {loop.steps_per_update}, got {self.num_minibatches!r}")
+        check_epochs(self)
         for name in ("lr", "adam_eps"):
             validate.number(name, getattr(self, name), low=0.0, low_open=True)
         validate.number("gamma", self.gamma, low=0.0, high=1.0)
