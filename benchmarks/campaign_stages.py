@@ -171,9 +171,9 @@ def _jax_physics_presets() -> list[tuple[str, str, None]]:
     for prefix, package in (("brax:", "brax"), ("playground:", "mujoco_playground")):
         if importlib.util.find_spec(package) is None:
             continue
-        names = [n for n, p in PRESETS.items() if str(p.env_id).startswith(prefix)]
+        names = [n for n, p in PRESETS.items() if str(p.run.env_id).startswith(prefix)]
         if names:
-            out.append((f"{prefix[:-1]} {PRESETS[names[0]].env_id.split(':', 1)[1]}",
+            out.append((f"{prefix[:-1]} {PRESETS[names[0]].run.env_id.split(':', 1)[1]}",
                         names[0], None))
     return out
 
@@ -182,7 +182,7 @@ def throughput(ctx: Context) -> dict:
     from benchmarks import throughput as tp
     from rljax.run.presets import from_preset
 
-    plan = SMOKE_THROUGHPUT if ctx.smoke else THROUGHPUT + tuple(_jax_physics_presets())
+    plan = SMOKE_THROUGHPUT if ctx.smoke else tuple(_jax_physics_presets()) + THROUGHPUT
     rounds = 1 if ctx.smoke else 3
     result = {"rounds": rounds, "families": {}}
     for family, preset, chunk in plan:
