@@ -12,6 +12,10 @@ import argparse
 import json
 import sys
 
+import numpy as np
+
+from rljax import stats
+
 BEGIN, END = "<!-- campaign:begin -->", "<!-- campaign:end -->"
 
 
@@ -69,18 +73,30 @@ def _members(t: dict) -> list[str]:
     return rows
 
 
+def _seeds_iqm(summary: dict) -> str:
+    """IQM over the seeds' final 100-episode means, with its 95% bootstrap interval."""
+    finals = [s.get("final_return_mean") for s in summary.get("seeds", [])]
+    finals = [f for f in finals if f is not None]
+    if len(finals) < 2:
+        return ""
+    est = stats.interval(np.asarray(finals, float)[:, None], stats.iqm)
+    return f"{float(est.point):.1f} [{float(est.low):.1f}, {float(est.high):.1f}]"
+
+
 def _learning(t: dict) -> list[str]:
-    rows = ["| run | env steps | wall time s | steps/s | final 100-episode mean | solved at |",
-            "| --- | --- | --- | --- | --- | --- |"]
+    rows = ["| run | seeds | env steps per seed | wall time s | steps/s (all seeds) "
+            "| final 100-episode mean | IQM over seeds [95% CI] | solved at |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for preset, r in t.get("runs", {}).items():
         if "skipped" in r:
-            rows.append(f"| `{preset}` | skipped: {r['skipped']} | | | | |")
+            rows.append(f"| `{preset}` | | skipped: {r['skipped']} | | | | | |")
             continue
         s = r.get("summary") or {}
         note = " (stopped at its time limit; resumable)" if r.get("stopped_at_time_limit") else ""
-        rows.append(f"| `{r['command']}`{note} | {_n(s.get('env_steps'))} | {r['wall_s']} "
+        rows.append(f"| `{r['command']}`{note} | {s.get('num_seeds', 1)} "
+                    f"| {_n(s.get('env_steps'))} | {r['wall_s']} "
                     f"| {_n(s.get('sps'))} | {_n(s.get('final_return_mean'), 1)} "
-                    f"| {s.get('solved_at_step', '')} |")
+                    f"| {_seeds_iqm(s)} | {_n(s.get('solved_at_step'))} |")
     if t.get("report"):
         rows.append("")
         rows.append(f"`rljax report` of these runs: `{t['report']}`")
@@ -106,7 +122,8 @@ def render_markdown(campaign: dict) -> str:
         if not s.get("result") or name not in SECTIONS:
             continue
         title, render = SECTIONS[name]
-        out += ["", f"#### {title}", "", *render(s["result"])]
+        note = [f"_{s['note']}_", ""] if s.get("note") else []
+        out += ["", f"#### {title}", "", *note, *render(s["result"])]
     return "\n".join(out) + "\n"
 
 

@@ -130,12 +130,22 @@ def tests(ctx: Context) -> dict:
             else ["-n", str(min(8, max(2, (os.cpu_count() or 2) // 2))), "--dist", "loadfile"])
     env = dict(os.environ, XLA_PYTHON_CLIENT_PREALLOCATE="false")
     began = time.monotonic()
+    # At the stage's deadline pytest gets SIGINT: it stops and still writes the JUnit file of
+    # the tests that finished, so a stage cut at its cap keeps their counts.
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, preexec_fn=die_with_parent())
     try:
-        done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True,
-                              timeout=max(1.0, ctx.left() - 5), preexec_fn=die_with_parent())
-        tail, code = done.stdout.strip().splitlines()[-1:], done.returncode
+        out, _ = proc.communicate(timeout=max(1.0, ctx.left() - 25))
+        tail = out.strip().splitlines()[-1:]
     except subprocess.TimeoutExpired:
-        tail, code = ["timed out"], None
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+        tail = ["timed out"]
+    code = proc.returncode
     result = {"command": " ".join(cmd[1:]), "exit_code": code, "summary": " ".join(tail),
               "wall_s": round(time.monotonic() - began, 1)}
     if os.path.exists(xml):
@@ -309,7 +319,8 @@ def _report(ctx: Context, result: dict) -> str | None:
     that command."""
     if importlib.util.find_spec("rljax.run.report") is None:
         return None
-    dirs = [r["run_dir"] for r in result["runs"].values() if r.get("run_dir")]
+    dirs = [r["run_dir"] for r in result["runs"].values()
+            if r.get("run_dir") and (r.get("summary") or {}).get("num_seeds", 1) > 1]
     if not dirs or ctx.left() < 5:
         return None
     path = os.path.join(ctx.out, "report.md")

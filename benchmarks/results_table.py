@@ -23,6 +23,9 @@ import re
 import shutil
 from typing import NamedTuple
 
+import numpy as np
+
+from rljax import stats
 from rljax.run.reference_scores import SCORES
 from rljax.run.report import build
 
@@ -34,6 +37,8 @@ START, END = "<!-- results-table -->", "<!-- /results-table -->"
 KEEP = ("config.json", "summary.json", "metrics.jsonl")
 
 BLINES = "gymnax-blines PPO, 10M"
+# The GPU campaign's learning runs: their summaries (per-seed finals) are what came back.
+GPU_CAMPAIGN = "campaign_gpu/campaign.json"
 CLEANRL = "CleanRL, Breakout-v5 10M"
 
 
@@ -78,8 +83,13 @@ ROWS: list[Row] = [
             ("gymnax-acrobot-ppo", "gymnax-cartpole-ppo --env gymnax:Acrobot-v1"), 500_000),
     Row("MinAtar Breakout PPO, 10M", "gymnax:Breakout-MinAtar", "native/minatar-breakout-ppo",
         "rljax train minatar-breakout-ppo --seeds 8", f"28 ({BLINES})"),
+    Row("MinAtar Breakout PPO, 10M, H200", "gymnax:Breakout-MinAtar",
+        f"{GPU_CAMPAIGN}#minatar-breakout-ppo", "python -m benchmarks.gpu_campaign (docs/gpu.md)",
+        f"28 ({BLINES})"),
     Row("MinAtar Breakout PQN, 10M", "gymnax:Breakout-MinAtar", "native/minatar-breakout-pqn",
         "rljax train minatar-breakout-pqn --seeds 8"),
+    Row("MinAtar Breakout PQN, H200 (cut at its time share)", "gymnax:Breakout-MinAtar",
+        f"{GPU_CAMPAIGN}#minatar-breakout-pqn", "python -m benchmarks.gpu_campaign (docs/gpu.md)"),
     Row("MinAtar Breakout PQN, 1M", "gymnax:Breakout-MinAtar", "table/minatar-breakout-pqn-1m",
         "rljax train minatar-breakout-pqn --total-steps 1000000 --seeds 8 "
         "--eval-every 1000000"),
@@ -134,6 +144,8 @@ def row_cells(row: Row) -> list[str]:
     random = random_score(row.task)
     cells = [row.family, f"`{row.task}`"]
     path = os.path.join(RESULTS, row.records)
+    if "#" in row.records:
+        return cells + _campaign_cells(row)
     if not os.path.isdir(path):
         return cells + ["", "not run here", "", random, row.published, "",
                         f"`{row.command}`"]
@@ -145,6 +157,21 @@ def row_cells(row: Row) -> list[str]:
     return cells + [f"{t['seeds']} x {t['env_steps']:,}", _ci(t["iqm"]) + one, greedy,
                     random, row.published, wall,
                     f"`{row.command}`"]
+
+
+def _campaign_cells(row: Row) -> list[str]:
+    """A row from a campaign's learning run (``FILE#preset``): the IQM over its seeds'
+    final 100-episode means, as the stored summary gives them."""
+    file, preset = row.records.split("#")
+    with open(os.path.join(RESULTS, file)) as f:
+        run = json.load(f)["stages"]["learning"]["result"]["runs"][preset]
+    s = run["summary"]
+    finals = np.asarray([m["final_return_mean"] for m in s["seeds"]], float)[:, None]
+    est = stats.interval(finals, stats.iqm)
+    return [f"{s['num_seeds']} x {s['env_steps']:,}",
+            _ci([float(est.point), float(est.low), float(est.high)]), "",
+            random_score(row.task), row.published, f"{run['wall_s']:,.0f} s",
+            f"`{row.command}`"]
 
 
 def table() -> str:

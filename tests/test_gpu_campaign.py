@@ -1,5 +1,6 @@
 """benchmarks/gpu_campaign.py: every stage at toy sizes, the budget, and kills mid-stage."""
 
+import importlib.util
 import json
 import os
 import pathlib
@@ -8,6 +9,7 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 
 from benchmarks import campaign_render
@@ -115,3 +117,35 @@ def test_render_replaces_only_the_campaign_block(tmp_path):
     assert new.startswith("intro\n") and new.endswith("\noutro\n") and "old" not in new
     with pytest.raises(ValueError, match="no <!-- campaign:begin -->"):
         campaign_render.into_page("no block", tables)
+
+
+def test_the_physics_presets_are_found_where_their_packages_are():
+    from benchmarks import campaign_stages
+    from rljax.run.presets import PRESETS
+
+    found = campaign_stages._jax_physics_presets()
+    for family, preset, chunk in found:
+        prefix = family.split()[0] + ":"
+        assert str(PRESETS[preset].run.env_id).startswith(prefix) and chunk is None
+    if importlib.util.find_spec("brax") is not None:
+        assert any(family.startswith("brax ") for family, _, _ in found)
+
+
+def test_learning_rows_give_the_iqm_over_the_seeds_finals():
+    from rljax import stats
+
+    finals = [3.0, 9.0, 1.0, 7.0, 5.0, 2.0, 8.0, 40.0]
+    summary = {"num_seeds": 8, "env_steps": 100, "sps": 10.0, "final_return_mean": 9.4,
+               "solved_at_step": None, "seeds": [{"final_return_mean": f} for f in finals]}
+    campaign = {"budget_s": 10, "smoke": False, "started": "then", "stages": {"learning": {
+        "status": "done", "note": "a note", "result": {"runs": {
+            "many": {"command": "rljax train many", "wall_s": 1.0, "summary": summary},
+            "one": {"command": "rljax train one", "wall_s": 1.0,
+                    "summary": {**summary, "num_seeds": 1, "seeds": summary["seeds"][:1]}}}}}}}
+    page = campaign_render.render_markdown(campaign)
+    est = stats.interval(np.asarray(finals)[:, None], stats.iqm)
+    assert float(est.point) == pytest.approx(np.mean(sorted(finals)[2:6]))
+    many, one = (line for line in page.splitlines() if line.startswith("| `rljax train"))
+    assert f"| {float(est.point):.1f} [{float(est.low):.1f}, {float(est.high):.1f}] |" in many
+    assert many.endswith("|  |") and one.endswith("|  |  |")  # no solve step; one seed: no IQM
+    assert "_a note_" in page
