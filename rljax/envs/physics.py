@@ -14,16 +14,19 @@ the episode itself as the other JAX-native backends do (:mod:`rljax.envs.native`
 - an env whose episode ended resets in the same step from its own key stream;
   ``StepResult.obs`` is the final observation, the state's ``obs`` the next episode's first.
 
-Actions are clipped to the actuators' control range, which the spec gives as the action
-bounds (Brax's reacher ``[-1, 1]``, its inverted_pendulum ``[-3, 3]``), so the agents
-scale their outputs to it. A dict observation (Playground's ``{"state": ...,
-"privileged_state": ...}`` kind) is flattened by concatenating its entries' raveled
-arrays in sorted key order. The envs' states (physics data, key, step count) are part of
-``EnvState`` and so of a checkpoint: a resumed run continues its episodes.
+Actions are clipped to the bounds the spec gives, to which the agents scale their outputs:
+Brax ``[-1, 1]`` for every env (its convention: inverted_pendulum, pusher and humanoid map
+that onto their actuators' wider or narrower control range inside ``step``; the others'
+range is ``[-1, 1]``), Playground its actuators' control range. A dict observation
+(Playground's ``{"state": ..., "privileged_state": ...}`` kind) is flattened by
+concatenating its entries' raveled arrays in sorted key order. The envs' states (physics
+data, key, step count) are part of ``EnvState`` and so of a checkpoint: a resumed run
+continues its episodes.
 
 Options: ``max_episode_steps``; Brax ``backend`` (its physics pipeline: ``positional``,
-the default, ``generalized``, ``spring`` or ``mjx``); Playground ``impl`` (``jax``, the
-default, the MJX implementation that runs anywhere; ``warp`` needs an NVIDIA GPU).
+the default, ``generalized``, ``spring`` or ``mjx``; swimmer runs only on, and defaults
+to, ``generalized``); Playground ``impl`` (``jax``, the default, the MJX implementation
+that runs anywhere; ``warp`` needs an NVIDIA GPU).
 Playground's locomotion and manipulation robots are downloaded on first load (mujoco
 menagerie), so they are refused with that reason; the DM Control suite's models ship with
 the package.
@@ -87,14 +90,22 @@ class Suite(NamedTuple):
     refuse: Callable[[str], str | None]
 
 
+BRAX_ONLY_PIPELINE = {"swimmer": "generalized"}  # brax's swimmer refuses the others
+
+
 def _brax_make(name: str, options: dict) -> Any:
     import warnings
 
     from brax import envs as brax_envs
 
+    only = BRAX_ONLY_PIPELINE.get(name)
+    backend = options.get("backend", only or "positional")
+    if only is not None and backend != only:
+        raise ValueError(f"brax:{name} runs only on brax's {only} pipeline, got "
+                         f"backend={backend!r}")
     with warnings.catch_warnings():  # brax 0.14 warns on every env that it is unmaintained
         warnings.filterwarnings("ignore", message=".*not actively being maintained.*")
-        return brax_envs.get_environment(name, backend=options.get("backend", "positional"))
+        return brax_envs.get_environment(name, backend=backend)
 
 
 def _playground_make(name: str, options: dict) -> Any:
@@ -202,15 +213,17 @@ def flatten_obs(obs: Any) -> Array:
 
 
 def _bounds(env: Any) -> tuple[np.ndarray, np.ndarray]:
-    """The actuators' control range ``(low [A], high [A])`` (``[-1, 1]`` where unlimited)."""
+    """The action bounds ``(low [A], high [A])``: Playground's actuators' control range
+    (MuJoCo clips ``ctrl`` to it); ``[-1, 1]`` for anything else, Brax's convention: its
+    envs map ``[-1, 1]`` onto a wider control range themselves (inverted_pendulum's
+    ``[-3, 3]``, pusher's ``[-2, 2]``, humanoid's ``[-0.4, 0.4]``) and its pipeline clips
+    the rest to ``[-1, 1]``."""
     size = int(env.action_size)
     rng = None
     if hasattr(env, "mj_model"):  # Playground
         model = env.mj_model
         rng = np.where(np.asarray(model.actuator_ctrllimited, bool)[:, None],
                        np.asarray(model.actuator_ctrlrange, np.float64), [-1.0, 1.0])
-    elif getattr(getattr(env, "sys", None), "actuator", None) is not None:  # Brax
-        rng = np.asarray(env.sys.actuator.ctrl_range, np.float64)
     if rng is None or rng.shape != (size, 2) or not np.all(rng[:, 0] < rng[:, 1]):
         rng = np.tile([-1.0, 1.0], (size, 1))
     return rng[:, 0], rng[:, 1]

@@ -1,9 +1,13 @@
 """The brax/playground backend (rljax.envs.physics): episode rules on a brax-style env
-object checked against plain NumPy, refusals, and (marked slow) Brax's own reacher."""
+object checked against plain NumPy, the refusals (one line, exit 2), a brax preset's
+``--seeds 4`` and its resume on a brax-style backend, and (marked exhaustive: brax's own
+programs compile for minutes on 2 cores) Brax's own reacher."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
 
 import jax
 import jax.numpy as jnp
@@ -11,8 +15,11 @@ import numpy as np
 import pytest
 from flax import struct
 
+import rljax
 from rljax import envs
 from rljax.envs import physics
+from rljax.run import cli
+from rljax.run.logging import read_jsonl
 
 
 @struct.dataclass
@@ -106,6 +113,20 @@ def test_refusals_are_one_line_with_the_choices(monkeypatch):
         envs.check_task("playground:CartpoleBalance")
 
 
+def test_brax_actions_are_in_minus_one_one_and_swimmer_is_generalized():
+    """Brax's envs take actions in [-1, 1] (inverted_pendulum maps them onto its [-3, 3]
+    itself: bounds of [-3, 3] would have scaled them twice); swimmer runs only on brax's
+    generalized pipeline, its default here."""
+    pytest.importorskip("brax")
+    spec = physics.task_spec("brax:inverted_pendulum")
+    assert spec.action_shape == (1,) and (spec.action_low, spec.action_high) == ((-1.0,), (1.0,))
+    assert physics._bounds(physics._env("brax:pusher", ()))[1].tolist() == [1.0] * 7
+    assert physics.task_spec("brax:swimmer").action_high == (1.0, 1.0)
+    with pytest.raises(ValueError, match="brax:swimmer runs only on brax's generalized "
+                                         "pipeline, got backend='positional'"):
+        physics.task_spec("brax:swimmer", backend="positional")
+
+
 def test_playground_robots_that_need_downloads_are_refused():
     pytest.importorskip("mujoco_playground")
     with pytest.raises(ValueError, match="downloaded on first load"):
@@ -113,6 +134,36 @@ def test_playground_robots_that_need_downloads_are_refused():
     with pytest.raises(ValueError, match="did you mean playground:CartpoleBalance"):
         envs.check_task("playground:CartpoleBalanse")
     assert "playground:CheetahRun" in envs.task_ids()["playground"]
+
+
+@pytest.mark.parametrize("preset, env, missing, message", [
+    ("brax-inverted-pendulum-sac", "brax:reacer", None,
+     "unknown task id 'brax:reacer' (did you mean brax:reacher"),
+    ("cartpole-dqn", "brax:inverted_pendulum", None,
+     "DQN needs a discrete action space, but brax:inverted_pendulum has a continuous one"),
+    ("playground-cartpole-balance-sac", "playground:Go1JoystickFlatTerrain", None,
+     "is a Playground locomotion/manipulation task whose robot model is downloaded on first "
+     "load"),
+    ("brax-inverted-pendulum-ppo", "brax:inverted_pendulum", "brax",
+     "brax:inverted_pendulum needs the brax package: pip install 'rljax[brax]'"),
+    ("playground-reacher-easy-ppo", "playground:ReacherEasy", "mujoco_playground",
+     "playground:ReacherEasy needs the mujoco_playground package: pip install "
+     "'rljax[playground]'"),
+])
+def test_bad_physics_inputs_are_one_line_and_exit_2(preset, env, missing, message, tmp_path,
+                                                     capsys, monkeypatch):
+    """The refusals of the CLI on these tasks: an unknown task (with the close matches), a
+    discrete agent, a Playground robot that needs downloads, the package missing."""
+    pytest.importorskip("mujoco_playground" if env.startswith("playground") else "brax")
+    if missing:
+        real = importlib.util.find_spec
+        monkeypatch.setattr(importlib.util, "find_spec",
+                            lambda name, *a: None if name == missing else real(name, *a))
+    code = cli.main(["train", preset, "--env", env, "--total-steps", "64", "--logdir",
+                     str(tmp_path), "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and message in err, err
+    assert not os.listdir(tmp_path)
 
 
 @pytest.mark.exhaustive  # brax programs compile for minutes on 2 cores
@@ -160,17 +211,35 @@ def walk():
     registry._BACKENDS.pop("walk")
 
 
-@pytest.mark.exhaustive  # brax programs compile for minutes on 2 cores
-@pytest.mark.slow
+def test_four_seeds_of_a_brax_preset_are_the_single_runs(walk, tmp_path, capsys):
+    """``rljax train brax-inverted-pendulum-ppo --seeds 4`` (on the brax-style backend,
+    whose programs compile in seconds): four members in one program, and member 2 (seed 7)
+    logs the rows of the single run with seed 7."""
+    common = ["train", "brax-inverted-pendulum-ppo", "--env", walk, "--num-envs", "4",
+              "--set", "rollout_len=8", "--set", "num_minibatches=2", "--set", "num_epochs=1",
+              "--set", "hidden_sizes=8,8", "--total-steps", "64", "--chunk-steps", "32",
+              "--no-tensorboard", "--quiet"]
+    assert cli.main([*common, "--seed", "5", "--seeds", "4", "--logdir",
+                     str(tmp_path / "four")]) == 0
+    four = json.loads(capsys.readouterr().out)
+    assert four["num_seeds"] == 4 and [m["seed"] for m in four["seeds"]] == [5, 6, 7, 8]
+    assert cli.main([*common, "--seed", "7", "--logdir", str(tmp_path / "one")]) == 0
+    one = json.loads(capsys.readouterr().out)
+    member = read_jsonl(os.path.join(four["run_dir"], "seed_7", "metrics.jsonl"))
+    rows = read_jsonl(os.path.join(one["run_dir"], "metrics.jsonl"))
+    keys = ("env_steps", "episodes", "episode_return_mean", "loss", "entropy")
+    assert len(rows) == 2 and rows[-1]["episodes"] > 0
+    for a, b in zip(member, rows, strict=True):
+        np.testing.assert_allclose([a[k] for k in keys], [b[k] for k in keys], rtol=1e-4,
+                                   atol=1e-5)
+    returns = [m["final_return_mean"] for m in four["seeds"]]
+    assert len(set(returns)) > 1, returns  # the members draw their own episodes
+
+
 def test_sac_resumed_mid_episode_equals_the_uninterrupted_run(walk, tmp_path):
     """A SAC run on a brax-style env stopped after one chunk and resumed continues its
     episodes (the env states, keys and step counts are in the checkpoint) and its replay:
     every row equals the uninterrupted run's."""
-    import json
-    import os
-
-    import rljax
-
     common = dict(env=walk, seed=5, num_envs=4, chunk_steps=200, checkpoint_every=200,
                   tensorboard=False, random_steps=100, learning_starts=100, batch_size=32,
                   actor_hidden=(16,), critic_hidden=(16,), buffer_size=1_000)
@@ -196,8 +265,6 @@ def test_sac_resumed_mid_episode_equals_the_uninterrupted_run(walk, tmp_path):
 def test_every_continuous_agent_trains_on_a_brax_style_env(walk, preset, changes):
     """DDPG, TD3 and Gaussian PPO (SAC: the resume test) run on the backend unchanged:
     a short run's rows count finished episodes and finite losses."""
-    import rljax
-
     hidden = {"hidden_sizes": (8,)} if preset.endswith("ppo") else {
         "actor_hidden": (8,), "critic_hidden": (8,), "buffer_size": 500}
     run = rljax.train(preset, env=walk, total_steps=128, chunk_steps=64, tensorboard=False,

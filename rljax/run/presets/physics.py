@@ -18,6 +18,7 @@ from rljax.agents.sac import SACConfig
 from rljax.records import OffPolicyLoop, OnPolicyLoop, Replay
 from rljax.run.presets.base import Preset
 from rljax.run.presets.base import preset as _preset
+from rljax.run.presets.ppo import _MUJOCO_PPO, _MUJOCO_PPO_NOTE
 
 _PPO_KEYS = ("num_envs", "rollout_len", "num_epochs", "num_minibatches", "lr", "gamma",
              "entropy_coef", "normalize_obs")
@@ -68,12 +69,19 @@ def _playground(task: str, slug: str, ppo_steps: int, sac_steps: int,
 
 PRESETS: list[Preset] = [
     _preset(name="brax-inverted-pendulum-sac", env_id="brax:inverted_pendulum",
-            config=SACConfig(loop=OffPolicyLoop(num_envs=4, random_steps=1_000),
-                             replay=Replay(buffer_size=100_000, learning_starts=1_000)),
-            total_steps=40_000, threshold=950.0, chunk_steps=4_000, key_params=_SAC_KEYS,
-            notes="CPU: the SAC paper's settings (256-256, Adam 3e-4, tau 0.005, one gradient "
-                  "step of 256 per env step, learned temperature) with 4 envs and 1k random "
-                  "steps, on brax's positional pipeline"),
+            config=SACConfig(loop=OffPolicyLoop(num_envs=16, grad_steps=4, random_steps=8192),
+                             replay=Replay(batch_size=256, buffer_size=200_000,
+                                           learning_starts=8192),
+                             actor_hidden=(64, 64), critic_hidden=(64, 64), actor_lr=1e-3,
+                             critic_lr=1e-3, temperature_lr=1e-3),
+            total_steps=300_000, threshold=950.0, chunk_steps=8192, stop_on_solve=True,
+            key_params=_SAC_KEYS + ("actor_hidden", "critic_hidden"),
+            notes="CPU: Playground's brax_sac_config's Adam 1e-3, gamma 0.99 and 8,192 "
+                  "steps before learning; 4 gradient steps of 256 per 16 env steps (the SAC "
+                  "paper's batch; Playground: 8 of 512 per 128), 64-64 networks (the "
+                  "paper's 256-256 cost 10x the time per step here), on brax's positional "
+                  "pipeline; 300k steps: the 100-episode window needs ~100k steps of "
+                  "1,000-step episodes once it balances"),
     _preset(name="brax-inverted-pendulum-ppo", env_id="brax:inverted_pendulum",
             config=PPOConfig(loop=OnPolicyLoop(num_envs=32, rollout_len=32), num_epochs=4,
                              num_minibatches=4, lr=3e-4, gamma=0.97, entropy_coef=1e-2,
@@ -82,6 +90,13 @@ PRESETS: list[Preset] = [
             notes="CPU: brax's notebook inverted_pendulum PPO (Adam 3e-4, gamma 0.97, "
                   "entropy 1e-2, normalised observations) at 32 envs x 32 steps, 4 epochs x "
                   "4 minibatches, tanh 64-64, where brax has 2,048 envs x 5 steps"),
+    _preset(name="brax-reacher-ppo-cpu", env_id="brax:reacher", config=_MUJOCO_PPO,
+            env_options=(("max_episode_steps", 50),), total_steps=400_000, threshold=-6.0,
+            chunk_steps=20_480, stop_on_solve=True, key_params=_PPO_KEYS,
+            notes="CPU: Gymnasium Reacher's twin, 50-step (1 s) episodes of brax's reacher "
+                  "(positional: 4 x 5 ms per step, as Reacher-v5's 2 x 10 ms), with "
+                  f"reacher-ppo's settings, {_MUJOCO_PPO_NOTE}; -6.0 is the TD3 paper's PPO "
+                  "line on Reacher"),
     _preset(name="brax-reacher-ppo", env_id="brax:reacher",
             config=_brax_ppo(2048, 50, 8, 0.95, 1e-3), total_steps=50_000_000,
             chunk_steps=2048 * 50 * 4, key_params=_PPO_KEYS,
