@@ -24,12 +24,11 @@ from rljax.envs.native import achievement_rates
 
 
 def random_episodes(task_id: str, num_envs: int, steps: int, seed: int = 0,
-                    chunk: int = 1024, **options) -> dict:
+                    chunk: int = 1024) -> dict:
     """Steps ``num_envs`` envs with uniform random actions for about ``steps`` env steps
     in all; returns the finished episodes' returns and lengths (host arrays) and the
-    achievement rates where the task counts achievements. ``options``: the env's
-    (``max_episode_steps``, ...)."""
-    env = envs.make(task_id, num_envs, seed, **options)
+    achievement rates where the task counts achievements."""
+    env = envs.make(task_id, num_envs, seed)
     spec = env.spec
 
     def draw(key):
@@ -79,14 +78,10 @@ def main(argv=None) -> None:
     parser.add_argument("--steps", type=int, default=200_000, help="env steps in all")
     parser.add_argument("--num-envs", type=int, default=64)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--max-episode-steps", type=int, default=None,
-                        help="the env's time limit (default: its own)")
     args = parser.parse_args(argv)
     if not envs.is_native(args.task):
         parser.error(f"{args.task} is not a JAX-native task id (see `rljax envs`)")
-    options = {} if args.max_episode_steps is None else {
-        "max_episode_steps": args.max_episode_steps}
-    result = random_episodes(args.task, args.num_envs, args.steps, args.seed, **options)
+    result = random_episodes(args.task, args.num_envs, args.steps, args.seed)
     print(json.dumps(result, indent=1))
 
 

@@ -91,10 +91,12 @@ PRESETS: list[Preset] = [
                   "entropy 1e-2, normalised observations) at 32 envs x 32 steps, 4 epochs x "
                   "4 minibatches, tanh 64-64, where brax has 2,048 envs x 5 steps"),
     _preset(name="brax-reacher-ppo-cpu", env_id="brax:reacher", config=_MUJOCO_PPO,
-            env_options=(("max_episode_steps", 50),), total_steps=400_000, threshold=-6.0,
-            chunk_steps=20_480, stop_on_solve=True, key_params=_PPO_KEYS,
+            env_options=(("backend", "generalized"), ("max_episode_steps", 50)),
+            total_steps=400_000, threshold=-6.0, chunk_steps=20_480, stop_on_solve=True,
+            key_params=_PPO_KEYS,
             notes="CPU: Gymnasium Reacher's twin, 50-step (1 s) episodes of brax's reacher "
-                  "(positional: 4 x 5 ms per step, as Reacher-v5's 2 x 10 ms), with "
+                  "on its generalized pipeline (Reacher-v5's gear 200 and 2 x 10 ms steps; "
+                  "the positional pipeline's gear 25 did not learn to reach), with "
                   f"reacher-ppo's settings, {_MUJOCO_PPO_NOTE}; -6.0 is the TD3 paper's PPO "
                   "line on Reacher"),
     _preset(name="brax-reacher-ppo", env_id="brax:reacher",
