@@ -1,7 +1,8 @@
 """Presets on Brax's and MuJoCo Playground's JAX physics (``brax:NAME``, ``playground:NAME``).
 
-Two kinds. CPU presets (``...-cpu`` in the notes) are sized to learn on a 2-core CPU in
-minutes: brax's inverted pendulum, on its positional pipeline. GPU presets carry the
+Two kinds. CPU presets (``CPU:`` in the notes) are sized to learn on a 2-core CPU in
+minutes: brax's inverted pendulum on its positional pipeline, and its reacher on the
+generalized pipeline with Gymnasium Reacher's 50-step episodes. GPU presets carry the
 published settings: brax's training notebook (``notebooks/training.ipynb``: reacher, ant,
 halfcheetah PPO) and Playground's ``config/dm_control_suite_params.py`` (``brax_ppo_config``,
 ``brax_sac_config``), with 2,048 (PPO) or 128 (SAC) envs and tens of millions of steps:
