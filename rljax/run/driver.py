@@ -247,9 +247,8 @@ def train_run(run: RunConfig, *, run_dir: str | None = None, progress: bool = Tr
             :data:`rljax.run.config.RESUMABLE_CHANGES`). Metrics rows logged after
             that checkpoint are dropped, so the resumed rows follow on.
         started: ``time.perf_counter()`` when the command started (default: now); the
-            summary's ``wall_time_s`` and ``startup_s`` (to the first metrics row) count
-            from it, and ``setup_s`` is the time from it to the first chunk that was not
-            spent compiling.
+            summary's ``wall_time_s``, ``startup_s`` (to the first row), ``setup_s`` count
+            from it.
         from_checkpoint: with ``resume``, the env step of the checkpoint to continue from
             (default: the newest); newer ones are moved to ``RUN_DIR/checkpoint.superseded``.
         command_line: called by ``rljax train``, which sized XLA's CPU pool before
@@ -332,8 +331,7 @@ def _start_and_train(run: RunConfig, run_dir: str | None, resume_from: tuple, wr
         finite = startup.all_finite.lower(state.agent).compile()
     host = _Host(run, shared_dir, agent, trainer, num_chunks, state, start, writer, progress)
     host.started, host.finite = started, finite
-    # the start-up that is not compiling: imports, building the envs and agent, init
-    host.setup_s = host.train_start - started - phases.clock.seconds
+    host.setup_s = host.train_start - started - phases.clock.seconds  # not compiling
     stop.phase = None
     state, summary = _train(run, shared_dir, host, chunk, state, phases.clock, writer, stop)
     return RunResult(run_dir if writer else None, state, summary, host.rows, agent, env.spec)
