@@ -4,7 +4,9 @@ many seeds. gymnax-cartpole-ppo's configuration on both sides (gymnax CartPole-v
 x 16 steps, 4 epochs x 4 minibatches, tanh 64-64). For each XLA CPU pool size (one worker
 process each, since the pool is sized once per process): rljax and the reference at 1 and
 at ``--seeds`` members, each a compiled chunk of the same updates per member, and the
-large-GEMM rate (2048^3 float32 matmul) of the same process, in interleaved rounds.
+large-GEMM rate (2048^3 float32 matmul) and the rate of the update's hidden-layer matmul
+shape ([128 x 64] @ [64 x 64]) for one member and batched over the members, in the same
+process, in interleaved rounds.
 
     python -m benchmarks.many_seeds [--seeds 64] [--threads 1,0] [--rounds 5]
 
@@ -21,6 +23,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 
 from benchmarks.common import median, timed_wall_cpu, write_results
 
@@ -68,6 +71,28 @@ def _reference(count: int, updates: int):
     return call, count * updates * sizes.num_envs * sizes.rollout_len
 
 
+def dot_rate(members: int, rows: int = 128, width: int = 64, reps: int = 200) -> Callable:
+    """A callable returning GFLOP/s of a chain of ``[rows, width] @ [width, width]`` float32
+    matmuls (the update's hidden layer at a 128-sample minibatch), batched over
+    ``members`` (0: one, unbatched), each product the next one's input."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    q, _ = np.linalg.qr(np.random.default_rng(0).standard_normal((width, width)))
+    shape = (members,) if members else ()
+    w = jnp.asarray(np.broadcast_to(q, shape + q.shape), jnp.float32)
+    x = jnp.ones(shape + (rows, width), jnp.float32)
+
+    @jax.jit
+    def chain(x):
+        return jax.lax.scan(lambda x, _: (x @ w, None), x, None, reps)[0]
+
+    chain(x).block_until_ready()
+    flop = 2 * max(members, 1) * rows * width * width * reps
+    return lambda: flop / timed_wall_cpu(lambda: chain(x))[0] / 1e9
+
+
 def worker(threads: int, seeds: int, rounds: int, updates: int) -> dict:
     from rljax.cpu_threads import pool_size, set_cpu_threads
 
@@ -79,6 +104,8 @@ def worker(threads: int, seeds: int, rounds: int, updates: int) -> dict:
         programs[f"rljax_{count}"] = _rljax(count, updates)
         programs[f"reference_{count}"] = _reference(count, updates)
     gemm_rate = profiling.gemm_rate(2048)
+    dots = {"dot_1": dot_rate(0), f"dot_{seeds}": dot_rate(seeds)}
+    dot_samples = {k: [] for k in dots}
     load_before = os.getloadavg()
     sps = {name: [] for name in programs}
     cpu = {name: [] for name in programs}
@@ -89,6 +116,8 @@ def worker(threads: int, seeds: int, rounds: int, updates: int) -> dict:
             sps[name].append(steps / wall)
             cpu[name].append(used / wall)
         gemm.append(gemm_rate())
+        for name, rate in dots.items():
+            dot_samples[name].append(rate())
 
     def ratio(a: str, b: str) -> float:
         return median([x / y for x, y in zip(sps[a], sps[b], strict=True)])
@@ -102,6 +131,7 @@ def worker(threads: int, seeds: int, rounds: int, updates: int) -> dict:
             "rljax_over_reference_many": ratio(f"rljax_{seeds}", f"reference_{seeds}"),
             "rljax_over_reference_one": ratio("rljax_1", "reference_1"),
             "gemm_2048_gflops": median(gemm), "rounds": sps,
+            "dot_128x64x64_gflops": {k: median(v) for k, v in dot_samples.items()},
             "load_before": load_before, "load_after": os.getloadavg()}
 
 
@@ -133,7 +163,9 @@ def main() -> None:
             f" env steps/s; {args.seeds} / 1 seed: rljax {r['rljax_many_over_one']:.2f}, "
             f"reference {r['reference_many_over_one']:.2f}; rljax / reference at "
             f"{args.seeds}: {r['rljax_over_reference_many']:.2f}, at 1: "
-            f"{r['rljax_over_reference_one']:.2f}; GEMM {r['gemm_2048_gflops']:.0f} GFLOP/s; "
+            f"{r['rljax_over_reference_one']:.2f}; GFLOP/s: GEMM 2048^3 "
+            f"{r['gemm_2048_gflops']:.0f}, [128x64]@[64x64] one / {args.seeds} members " +
+            " / ".join(f"{v:.0f}" for v in r["dot_128x64x64_gflops"].values()) + "; "
             f"load {r['load_before'][0]:.1f} -> {r['load_after'][0]:.1f}")
     path = write_results("many_seeds" + (f"_{args.tag}" if args.tag else ""), results)
     print(path)

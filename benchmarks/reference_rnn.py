@@ -27,6 +27,8 @@ import numpy as np
 import optax
 from flax.linen.initializers import constant, orthogonal
 
+from benchmarks.reference_native import gae
+
 
 class Sizes(NamedTuple):
     num_envs: int = 4
@@ -147,15 +149,7 @@ def make_ppo_rnn(s: Sizes = PPO_RNN, gamma=0.99, lam=0.95, clip=0.2, ent=0.01, v
         weights, opt_state, env_state, last_obs, last_done, h, key = carry
         _, _, last_v = net.apply(weights, h, last_obs[None], last_done[None])
 
-        def gae(acc, x):
-            adv, v_next = acc
-            r, d, v = x
-            delta = r + gamma * v_next * (1 - d) - v
-            adv = delta + gamma * lam * (1 - d) * adv
-            return (adv, v), adv
-
-        _, adv = jax.lax.scan(gae, (jnp.zeros_like(last_v[0]), last_v[0]),
-                              (reward, ndone.astype(jnp.float32), value), reverse=True)
+        adv = gae(reward, ndone.astype(jnp.float32), value, last_v[0], gamma, lam)
         key, k_epochs = jax.random.split(key)
         data = (h_start, obs, done, action, logp, value, adv, adv + value)
         weights, opt_state = epochs(weights, opt_state, data, k_epochs)
