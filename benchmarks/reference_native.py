@@ -79,6 +79,19 @@ def _epochs(opt, loss, net, opt_state, data, key, s: Sizes):
     return jax.lax.scan(epoch, (net, opt_state), jax.random.split(key, s.num_epochs))[0]
 
 
+def gae(reward, done, value, last_value, gamma: float, lam: float):
+    """GAE advantages ``[T, B]`` by a reverse scan, ``done`` (float) ending the bootstrap."""
+    def step(acc, x):
+        adv, v_next = acc
+        r, d, v = x
+        delta = r + gamma * v_next * (1 - d) - v
+        adv = delta + gamma * lam * (1 - d) * adv
+        return (adv, v), adv
+
+    return jax.lax.scan(step, (jnp.zeros_like(last_value), last_value), (reward, done, value),
+                        reverse=True)[1]
+
+
 def make_ppo(env_id: str, s: Sizes, gamma=0.99, lam=0.95, clip=0.2, ent=0.01, vf=0.5):
     """``(init(key) -> carry, run(carry, updates) -> carry)``, PPO with separate actor and
     critic MLPs, Adam (eps 1e-5) after clipping the gradient norm at 0.5."""
@@ -126,15 +139,7 @@ def make_ppo(env_id: str, s: Sizes, gamma=0.99, lam=0.95, clip=0.2, ent=0.01, vf
         net, opt_state, env_state, last_obs, key = carry
         last_v = critic.apply(net["c"], last_obs)[:, 0]
 
-        def gae(acc, x):
-            adv, v_next = acc
-            r, d, v = x
-            delta = r + gamma * v_next * (1 - d) - v
-            adv = delta + gamma * lam * (1 - d) * adv
-            return (adv, v), adv
-
-        _, adv = jax.lax.scan(gae, (jnp.zeros_like(last_v), last_v), (reward, done, value),
-                              reverse=True)
+        adv = gae(reward, done, value, last_v, gamma, lam)
         data = jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]),
                             (obs, action, logp, adv, adv + value))
 

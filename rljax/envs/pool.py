@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from rljax import resources
-from rljax.envs import envpool_ffi
+from rljax.envs import envpool_ffi, envpool_import
 from rljax.envs.base import Env, EnvState, StepResult, resolve_seeds
 from rljax.envs.registry import Backend
 from rljax.envs.spec import (
@@ -105,8 +105,6 @@ def make(task_id: str, num_envs: int = 8, seed: int | Sequence[int] = 0,
             agent takes, ``num_envs < 1``, a bad seed, an option the task does not have,
             or more envs than the host memory holds; raised before any pool is built.
     """
-    import envpool
-
     merged = check_options(task_id, num_envs, seed, options)
     total = int(num_envs)
     _check_pool_memory(task_id, total)  # before reading a seed per env
@@ -115,6 +113,7 @@ def make(task_id: str, num_envs: int = 8, seed: int | Sequence[int] = 0,
         # gymnasium warns that float64 Box bounds are stored as float32: harmless here.
         warnings.filterwarnings("ignore", message=".*precision lowered.*")
         # envpool's own ``seed`` is unused where every env has its ``env_seed``.
+        envpool = envpool_import.registry(task_id)
         pool = envpool.make(task_id, env_type="gymnasium", num_envs=total, batch_size=total,
                             seed=int(seed) if isinstance(seed, int | np.integer) else 0,
                             env_seed=seeds, **merged)

@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from rljax.envs import envpool_import
+
 # Options the adapter owns; a user passes them through make()'s own arguments.
 _MANAGED_OPTIONS = ("num_envs", "batch_size", "seed", "env_seed", "gym_reset_return_info",
                     "max_num_players", "base_path")
@@ -83,13 +85,13 @@ class EnvSpec:
 
 @functools.cache
 def all_task_ids() -> tuple[str, ...]:
-    import envpool
-
-    return tuple(envpool.list_all_envs())
+    return tuple(envpool_import.registry().list_all_envs())
 
 
 def check_task_id(task_id: str) -> None:
     """Raises ValueError for an unknown task id, suggesting close matches."""
+    if isinstance(task_id, str) and task_id in envpool_import.registry(task_id).list_all_envs():
+        return  # without importing every family of envpool
     if not isinstance(task_id, str) or task_id not in all_task_ids():
         ids = all_task_ids()
         close = difflib.get_close_matches(str(task_id), ids, n=5, cutoff=0.5)
@@ -121,8 +123,7 @@ def task_spec(task_id: str, options: dict[str, Any] | None = None) -> Any:
         ValueError: naming the task and envpool's reason where it cannot make the task
             here (a missing system library, a task that needs files of its own).
     """
-    import envpool
-
+    envpool = envpool_import.registry(task_id)
     try:
         with _quiet_spaces():
             return envpool.make_spec(task_id, **(options or {}))

@@ -247,7 +247,8 @@ def train_run(run: RunConfig, *, run_dir: str | None = None, progress: bool = Tr
             :data:`rljax.run.config.RESUMABLE_CHANGES`). Metrics rows logged after
             that checkpoint are dropped, so the resumed rows follow on.
         started: ``time.perf_counter()`` when the command started (default: now); the
-            summary's ``startup_s`` counts from it to the first metrics row.
+            summary's ``wall_time_s``, ``startup_s`` (to the first row), ``setup_s`` count
+            from it.
         from_checkpoint: with ``resume``, the env step of the checkpoint to continue from
             (default: the newest); newer ones are moved to ``RUN_DIR/checkpoint.superseded``.
         command_line: called by ``rljax train``, which sized XLA's CPU pool before
@@ -266,8 +267,7 @@ def train_run(run: RunConfig, *, run_dir: str | None = None, progress: bool = Tr
         rljax.run.checkpoint.SaveError: a checkpoint could not be written (full disk).
         rljax.run.rundir.RunDirInUse: another process trains in the run directory.
     """
-    start = time.perf_counter()
-    started = start if started is None else started
+    start = started = time.perf_counter() if started is None else started
     with warnings.catch_warnings(record=True) as unapplied:  # said after the refusals
         warnings.simplefilter("always")
         # before anything starts JAX's backends
@@ -331,6 +331,7 @@ def _start_and_train(run: RunConfig, run_dir: str | None, resume_from: tuple, wr
         finite = startup.all_finite.lower(state.agent).compile()
     host = _Host(run, shared_dir, agent, trainer, num_chunks, state, start, writer, progress)
     host.started, host.finite = started, finite
+    host.setup_s = host.train_start - started - phases.clock.seconds  # not compiling
     stop.phase = None
     state, summary = _train(run, shared_dir, host, chunk, state, phases.clock, writer, stop)
     return RunResult(run_dir if writer else None, state, summary, host.rows, agent, env.spec)
@@ -387,6 +388,7 @@ def _train(run: RunConfig, run_dir: str, host: _Host, chunk: Any, state: LoopSta
                                      host.first_steps, host.final_evals)
         summary["startup_s"] = (None if host.first_row_at is None
                                 else host.first_row_at - host.started)
+        summary["setup_s"] = host.setup_s
         summary.update(host.best.summary())
         rundir.stamp_finish(summary, times)
         if writer:
