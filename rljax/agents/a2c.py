@@ -11,7 +11,8 @@ advantages ``A = G - V(s)``, and takes one gradient step on
 
 By default actor and critic are separate networks with their own Adam optimizer;
 ``shared_torso=True`` gives one torso with two heads and one optimizer (actor_lr),
-the value loss weighted by ``value_coef``. Envpool reset steps are masked out.
+the value loss weighted by ``value_coef``; ``network`` puts a user's torso in place of
+the MLPs (:mod:`rljax.networks.torso`). Envpool reset steps are masked out.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from rljax.envs.spec import EnvSpec
 from rljax.gradients import flattened, gradient_step
 from rljax.networks import core as nets
 from rljax.networks.distributions import categorical_sample, greedy
+from rljax.networks.torso import import_string, make_torso_actor_critic
 from rljax.records import OnPolicyLoop, shape_field
 from rljax.types import Array, Metrics, Params, PRNGKey, Rollout
 
@@ -72,6 +74,11 @@ class A2CConfig:
             gap of ~17), so a policy sharpened to a deterministic one that then turns
             wrong never learns back; this penalty's gradient grows with the logits and
             holds them where the policy gradient still acts. 0: off.
+        network: a torso of the user's in place of the MLPs (or CNN): a flax module class
+            or its import string ``"pkg.mod:Class"`` (kept as the string;
+            :mod:`rljax.networks.torso`); A2C puts its policy and value layers on its
+            features (one torso for both with ``shared_torso``, else one each); the
+            hidden sizes are then unused. None: the MLPs.
     """
 
     loop: OnPolicyLoop = OnPolicyLoop(num_envs=16, rollout_len=5)
@@ -90,6 +97,7 @@ class A2CConfig:
     max_grad_norm: float | None = None
     update_rms_clip: float | None = None
     logit_penalty: float | None = None
+    network: type | str | None = None  # a class is kept as its import string
 
     def __post_init__(self):
         for name in ("actor_lr", "critic_lr"):
@@ -109,6 +117,7 @@ class A2CConfig:
         validate.choice("activation", self.activation, tuple(nets.ACTIVATIONS))
         for name in ("normalize_advantages", "shared_torso"):
             validate.boolean(name, getattr(self, name))
+        object.__setattr__(self, "network", import_string(self.network))
 
 
 @struct.dataclass
@@ -130,7 +139,10 @@ class Parts(NamedTuple):
 
 def parts(config: A2CConfig, spec: EnvSpec, parallel: Parallel = ONE_DEVICE) -> Parts:
     """The networks and optimizer of ``config`` for ``spec``."""
-    if config.shared_torso:
+    if config.network is not None:  # the user's torso with A2C's output layers
+        actor, critic = make_torso_actor_critic(config.network, spec.obs_shape,
+                                                spec.num_actions, config.shared_torso)
+    elif config.shared_torso:
         actor = nets.make_actor_critic(spec.obs_shape, spec.num_actions, config.actor_hidden,
                                        config.activation)
         critic = None

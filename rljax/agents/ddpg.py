@@ -58,6 +58,7 @@ from rljax.gradients import flattened, gradient_step
 from rljax.losses import ddpg_actor_loss, ddpg_critic_td, weighted_td_loss
 from rljax.networks import Network, make_ddpg_actor, make_ddpg_critic, noise_like
 from rljax.networks.noisy import gaussian_noise_like
+from rljax.networks.torso import user_torso
 from rljax.types import Array, Metrics, PRNGKey, Sample
 
 
@@ -110,7 +111,8 @@ def _networks(config: DDPGConfig, spec: EnvSpec,
               batch_norm_axis: str | None) -> tuple[Network, Network]:
     common = dict(activation=config.activation, negative_slope=config.negative_slope,
                   batch_norm=config.batch_norm, batch_norm_momentum=config.batch_norm_momentum,
-                  batch_norm_axis=batch_norm_axis)
+                  batch_norm_axis=batch_norm_axis,
+                  torso=user_torso(config.network, spec.obs_shape))
     return (make_ddpg_actor(spec.action_low, spec.action_high, hidden_sizes=config.actor_hidden,
                             noisy=config.noisy, sigma0=config.noisy_sigma0, **common),
             make_ddpg_critic(hidden_sizes=config.critic_hidden, **common))

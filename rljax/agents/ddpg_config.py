@@ -8,6 +8,7 @@ import dataclasses
 from rljax import validate
 from rljax.losses.value_learning import LOSSES
 from rljax.networks.core import ACTIVATIONS
+from rljax.networks.torso import import_string
 from rljax.records import OffPolicyLoop, Replay, no_random_phase, shape_field
 
 _CHOICES = {"noise": ("ou", "gaussian", "none"), "td_loss": LOSSES,
@@ -67,6 +68,12 @@ class DDPGConfig:
             ``actor_loss`` and ``actor_grad_norm`` count skipped steps as 0 and actor
             steps ``policy_delay``-fold, so that their mean over a multiple of
             ``policy_delay`` steps is the actor steps' mean.
+        network: a torso of the user's encoding the (batch-normalized) observation: a
+            flax module class or its import string ``"pkg.mod:Class"`` (kept as the
+            string; :mod:`rljax.networks.torso`). The actor's output layer goes on its
+            features (``actor_hidden`` unused); the critic's ``critic_hidden`` layers on
+            its features concatenated with the action. Each network has a torso of its
+            own. None: the MLPs.
     """
 
     loop: OffPolicyLoop = OffPolicyLoop(num_envs=20, env_steps_per_update=50,
@@ -106,6 +113,7 @@ class DDPGConfig:
     target_noise_clip: float = 0.5
     twin_critics: bool = False
     policy_delay: int = 1
+    network: type | str | None = None  # a class is kept as its import string
 
     def __post_init__(self):
         no_random_phase("ddpg", self.loop)
@@ -128,4 +136,5 @@ class DDPGConfig:
             validate.boolean(name, getattr(self, name))
         for name, allowed in _CHOICES.items():
             validate.choice(name, getattr(self, name), allowed)
+        object.__setattr__(self, "network", import_string(self.network))
 

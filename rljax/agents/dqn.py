@@ -50,6 +50,7 @@ from rljax.losses.value_learning import LOSSES
 from rljax.networks import Network, make_q_network, noise_like
 from rljax.networks.conv import METHODS as CONV_METHODS
 from rljax.networks.core import ACTIVATIONS
+from rljax.networks.torso import import_string
 from rljax.records import OffPolicyLoop, Replay, no_random_phase, shape_field
 from rljax.targets import periodic_update, soft_update
 from rljax.types import Array, Metrics, NStepTransition, Params, PRNGKey, Sample
@@ -85,6 +86,11 @@ class DQNConfig:
         max_grad_norm: clip gradients to this global norm; None: off.
         target_period: loop updates between hard target copies (used when ``tau`` is None).
         tau: Polyak step of a soft target update after every gradient step; None: hard.
+        network: a torso of the user's in place of the MLP or CNN: a flax module class
+            or its import string ``"pkg.mod:Class"`` (kept as the string;
+            :mod:`rljax.networks.torso`); the head (linear or dueling, NoisyNet,
+            categorical, as set) goes on its features; ``hidden_sizes`` is then unused.
+            None: the MLP or CNN.
     """
 
     loop: OffPolicyLoop = OffPolicyLoop(num_envs=8, env_steps_per_update=4, grad_steps=8)
@@ -109,6 +115,7 @@ class DQNConfig:
     max_grad_norm: float | None = 0.5
     target_period: int = 250
     tau: float | None = None
+    network: type | str | None = None  # a class is kept as its import string
 
     def __post_init__(self):
         no_random_phase("dqn", self.loop)
@@ -135,6 +142,7 @@ class DQNConfig:
         for name in ("noisy", "double_q", "dueling"):
             validate.boolean(name, getattr(self, name))
         validate.schedule("epsilon", self.epsilon, low=0.0, high=1.0)
+        object.__setattr__(self, "network", import_string(self.network))
 
     @property
     def distributional(self) -> bool:
@@ -172,7 +180,8 @@ def network(config: DQNConfig, spec: EnvSpec) -> Network:
                           head_hidden_sizes=config.head_hidden_sizes, dueling=config.dueling,
                           noisy=config.noisy, sigma0=config.noisy_sigma0,
                           activation=config.activation, conv_method=config.conv_method,
-                          num_atoms=config.num_atoms if config.distributional else None)
+                          num_atoms=config.num_atoms if config.distributional else None,
+                          network=config.network)
 
 
 def support(config: DQNConfig) -> Array:

@@ -55,7 +55,7 @@ from rljax.agents.recurrent_ppo import make_recurrent_ppo
 from rljax.envs.spec import EnvSpec
 from rljax.minibatches import minibatch_epochs
 from rljax.networks import core as nets
-from rljax.networks.torso import HeadSpec, make_torso_network
+from rljax.networks.torso import make_torso_actor_critic
 from rljax.types import (
     WHOLE,
     Array,
@@ -85,13 +85,8 @@ def parts(config: PPOConfig, spec: EnvSpec, parallel: Parallel = ONE_DEVICE,
     outputs = heads.num_outputs(spec)
     optimizer = heads.optimizer(config, parallel, run)
     if config.network is not None:  # the user's torso with PPO's output layers
-        policy_head, value_head = HeadSpec(outputs, 0.01), HeadSpec(1, 1.0, squeeze=True)
-        if config.shared_torso:
-            return Parts(make_torso_network(config.network, spec.obs_shape,
-                                            (policy_head, value_head)), None, optimizer)
-        return Parts(make_torso_network(config.network, spec.obs_shape, (policy_head,)),
-                     make_torso_network(config.network, spec.obs_shape, (value_head,)),
-                     optimizer)
+        return Parts(*make_torso_actor_critic(config.network, spec.obs_shape, outputs,
+                                              config.shared_torso), optimizer)
     if config.shared_torso:
         return Parts(nets.make_actor_critic(spec.obs_shape, outputs, config.hidden_sizes,
                                             config.activation), None, optimizer)

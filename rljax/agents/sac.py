@@ -69,6 +69,7 @@ from rljax.losses.continuous import sac_actor_loss, sac_critic_target, temperatu
 from rljax.networks import Network, tanh_gaussian
 from rljax.networks.continuous import TwinCritic, make_gaussian_actor, make_twin_critic
 from rljax.networks.core import ACTIVATIONS
+from rljax.networks.torso import import_string, user_torso
 from rljax.records import OffPolicyLoop, Replay, shape_field
 from rljax.targets import soft_update
 from rljax.types import Array, PRNGKey, Sample
@@ -99,6 +100,12 @@ class SACConfig:
         target_entropy: the entropy the temperature steers to; None: ``-A``.
         log_std_min: lower clip of the policy's log standard deviation.
         log_std_max: upper clip.
+        network: a torso of the user's encoding the observation: a flax module class or
+            its import string ``"pkg.mod:Class"`` (kept as the string;
+            :mod:`rljax.networks.torso`). The policy's mean and log-std layers go on its
+            features (``actor_hidden`` unused); each critic's ``critic_hidden`` layers on
+            its features concatenated with the action. Each network has a torso of its
+            own. None: the MLPs.
     """
 
     loop: OffPolicyLoop = OffPolicyLoop(random_steps=10_000)
@@ -116,6 +123,7 @@ class SACConfig:
     target_entropy: float | None = None
     log_std_min: float = -20.0
     log_std_max: float = 2.0
+    network: type | str | None = None  # a class is kept as its import string
 
     def __post_init__(self):
         validate.number("gamma", self.gamma, low=0.0, high=1.0)
@@ -131,6 +139,7 @@ class SACConfig:
         validate.sizes("actor_hidden", self.actor_hidden)
         validate.sizes("critic_hidden", self.critic_hidden)
         validate.choice("activation", self.activation, tuple(ACTIVATIONS))
+        object.__setattr__(self, "network", import_string(self.network))
 
 
 @struct.dataclass
@@ -167,12 +176,13 @@ class Parts(NamedTuple):
 
 def parts(config: SACConfig, spec: EnvSpec, parallel: Parallel = ONE_DEVICE) -> Parts:
     """The networks and optimizers of ``config`` for ``spec``."""
+    torso = user_torso(config.network, spec.obs_shape)
     return Parts(make_gaussian_actor(spec.action_shape[0], hidden_sizes=config.actor_hidden,
                                      activation=config.activation,
                                      log_std_min=config.log_std_min,
-                                     log_std_max=config.log_std_max),
+                                     log_std_max=config.log_std_max, torso=torso),
                  make_twin_critic(hidden_sizes=config.critic_hidden,
-                                  activation=config.activation),
+                                  activation=config.activation, torso=torso),
                  adam(config.actor_lr, parallel), adam(config.critic_lr, parallel),
                  adam(config.temperature_lr, parallel))
 

@@ -74,6 +74,7 @@ from rljax.losses.continuous import clipped_double_q_target
 from rljax.networks import Network, make_ddpg_actor
 from rljax.networks.continuous import TwinCritic, make_twin_critic
 from rljax.networks.core import ACTIVATIONS
+from rljax.networks.torso import import_string, user_torso
 from rljax.records import OffPolicyLoop, Replay, shape_field
 from rljax.types import Array, Metrics, PRNGKey, Sample
 
@@ -97,6 +98,12 @@ class TD3Config:
         exploration_noise: std of the Gaussian action noise, in half-ranges.
         target_noise: std of the target-smoothing noise, in half-ranges.
         target_noise_clip: that noise is clipped to this many half-ranges.
+        network: a torso of the user's encoding the observation: a flax module class or
+            its import string ``"pkg.mod:Class"`` (kept as the string;
+            :mod:`rljax.networks.torso`). The actor's output layer goes on its features
+            (``actor_hidden`` unused); each critic's ``critic_hidden`` layers on its
+            features concatenated with the action. Each network has a torso of its own.
+            None: the MLPs.
     """
 
     loop: OffPolicyLoop = OffPolicyLoop(random_steps=25_000)
@@ -112,6 +119,7 @@ class TD3Config:
     exploration_noise: float = 0.1
     target_noise: float = 0.2
     target_noise_clip: float = 0.5
+    network: type | str | None = None  # a class is kept as its import string
 
     def __post_init__(self):
         validate.number("gamma", self.gamma, low=0.0, high=1.0)
@@ -124,6 +132,7 @@ class TD3Config:
         validate.sizes("actor_hidden", self.actor_hidden)
         validate.sizes("critic_hidden", self.critic_hidden)
         validate.choice("activation", self.activation, tuple(ACTIVATIONS))
+        object.__setattr__(self, "network", import_string(self.network))
 
 
 @struct.dataclass
@@ -157,11 +166,12 @@ class Parts(NamedTuple):
 
 def parts(config: TD3Config, spec: EnvSpec, parallel: Parallel = ONE_DEVICE) -> Parts:
     """The networks and optimizers of ``config`` for ``spec``."""
+    torso = user_torso(config.network, spec.obs_shape)
     return Parts(make_ddpg_actor(spec.action_low, spec.action_high,
                                  hidden_sizes=config.actor_hidden,
-                                 activation=config.activation, batch_norm=False),
+                                 activation=config.activation, batch_norm=False, torso=torso),
                  make_twin_critic(hidden_sizes=config.critic_hidden,
-                                  activation=config.activation),
+                                  activation=config.activation, torso=torso),
                  adam(config.actor_lr, parallel), adam(config.critic_lr, parallel))
 
 

@@ -12,6 +12,11 @@
   :mod:`rljax.networks.tanh_gaussian`, the log-std clipped to ``[log_std_min,
   log_std_max]``.
 
+A user's torso (``torso``, :func:`rljax.networks.torso.user_torso`) encodes the
+observation: each critic is then ``MLP(concat(torso(s), a))`` with a torso of its own (as
+:func:`~rljax.networks.ddpg.make_ddpg_critic`), and the actor's mean and log-std layers
+act on the torso's features in place of its hidden layers.
+
 Hidden layers use PyTorch's default ``Linear`` kernel init, ``U(-1/sqrt(fan_in),
 1/sqrt(fan_in))``, the init of the TD3 and SAC authors' networks.
 """
@@ -28,6 +33,7 @@ import jax.numpy as jnp
 
 from rljax.networks.core import Network, get_activation
 from rljax.networks.ddpg import make_ddpg_critic
+from rljax.networks.torso import UserTorso, apply_torso
 from rljax.networks.value import check_sizes
 from rljax.types import Array, PRNGKey
 
@@ -45,12 +51,14 @@ class TwinCritic(NamedTuple):
 
 
 def make_twin_critic(*, hidden_sizes: Sequence[int] = (256, 256),
-                     activation: str = "relu") -> TwinCritic:
+                     activation: str = "relu", torso: UserTorso | None = None) -> TwinCritic:
     """Two action-value critics ``Q_1, Q_2`` with separate parameters.
 
     Args:
         hidden_sizes: hidden layer sizes of each critic.
         activation: hidden activation name.
+        torso: a user's checked torso encoding the observation before each critic's
+            layers (one per critic); None: none.
 
     Returns:
         ``TwinCritic(init, apply, apply_first)`` with
@@ -65,7 +73,7 @@ def make_twin_critic(*, hidden_sizes: Sequence[int] = (256, 256),
           step at 256x256 and batch 256: 247 instead of 176 MFLOP).
     """
     single = make_ddpg_critic(hidden_sizes=hidden_sizes, activation=activation,
-                              batch_norm=False)
+                              batch_norm=False, torso=torso)
 
     def init(key: PRNGKey, obs: Array, action: Array) -> dict:
         return jax.vmap(lambda k: single.init(k, obs, action))(jax.random.split(key, TWIN))
@@ -87,12 +95,13 @@ class GaussianActor(nn.Module):
     activation: str = "relu"
     log_std_min: float = -20.0
     log_std_max: float = 2.0
+    torso: UserTorso | None = None
 
     @nn.compact
     def __call__(self, obs: Array) -> tuple[Array, Array]:
         act = get_activation(self.activation)
-        x = obs.astype(jnp.float32)
-        for i, size in enumerate(self.hidden_sizes):
+        x = obs.astype(jnp.float32) if self.torso is None else apply_torso(self.torso, obs)
+        for i, size in enumerate(() if self.torso is not None else self.hidden_sizes):
             x = act(nn.Dense(size, kernel_init=_TORCH_LINEAR_INIT, name=f"hidden_{i}")(x))
         mean = nn.Dense(self.action_dim, kernel_init=_TORCH_LINEAR_INIT, name="mean")(x)
         log_std = nn.Dense(self.action_dim, kernel_init=_TORCH_LINEAR_INIT, name="log_std")(x)
@@ -108,7 +117,7 @@ def _finite(name: str, value: Any) -> float:
 
 def make_gaussian_actor(action_dim: int, *, hidden_sizes: Sequence[int] = (256, 256),
                         activation: str = "relu", log_std_min: float = -20.0,
-                        log_std_max: float = 2.0) -> Network:
+                        log_std_max: float = 2.0, torso: UserTorso | None = None) -> Network:
     """Pre-tanh Gaussian parameters of a squashed-Gaussian policy.
 
     The clip bounds the policy's spread: below ``log_std_min`` the density and its
@@ -122,6 +131,8 @@ def make_gaussian_actor(action_dim: int, *, hidden_sizes: Sequence[int] = (256, 
         activation: hidden activation name.
         log_std_min: lower clip of the log standard deviation.
         log_std_max: upper clip, > ``log_std_min``.
+        torso: a user's checked torso in place of the hidden layers (``hidden_sizes`` is
+            then unused); None: the MLP.
 
     Returns:
         ``Network(init, apply)`` with ``init(key, obs) -> variables`` and
@@ -135,7 +146,7 @@ def make_gaussian_actor(action_dim: int, *, hidden_sizes: Sequence[int] = (256, 
     if not low < high:
         raise ValueError(f"log_std_min must be < log_std_max, got {log_std_min!r} and "
                          f"{log_std_max!r}")
-    module = GaussianActor(action_dim, sizes, activation, low, high)
+    module = GaussianActor(action_dim, sizes, activation, low, high, torso)
 
     def init(key: PRNGKey, obs: Array) -> dict:
         return module.init(key, obs)

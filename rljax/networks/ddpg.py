@@ -13,6 +13,12 @@ normalizes with the batch's statistics and updates the running ones, so the call
 nothing. Running averages follow ``new = momentum * old + (1 - momentum) * batch``;
 momentum 0.9 is PyTorch's default (its ``momentum=0.1``). Unlike PyTorch, flax keeps the
 biased batch variance in the running average.
+
+A user's torso (``torso``, :func:`rljax.networks.torso.user_torso`) encodes the
+(batch-normalized) observation in place of the layers that see the observation alone: the
+actor's hidden layers (its output layer then acts on the torso's features), and in the
+critic the observation's part of the input: ``Q(s, a) = MLP(concat(torso(BN(s)), a))``,
+its hidden layers kept, so the action still meets the features in a nonlinear layer.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from rljax.networks.core import Network, get_activation
+from rljax.networks.torso import UserTorso, apply_torso
 from rljax.networks.value import check_sigma0, check_sizes, dense, noise_args
 from rljax.types import Array, PRNGKey
 
@@ -100,13 +107,16 @@ class DeterministicActor(nn.Module):
     noisy: bool = False
     sigma0: float = 0.5
     batch_norm_axis: str | None = None
+    torso: UserTorso | None = None
 
     @nn.compact
     def __call__(self, obs: Array, train: bool = False, deterministic: bool = True) -> Array:
         act = _activation(self.activation, self.negative_slope)
         x = _input_norm(obs, enabled=self.batch_norm, train=train,
                         momentum=self.batch_norm_momentum, batch_norm_axis=self.batch_norm_axis)
-        for i, size in enumerate(self.hidden_sizes):
+        if self.torso is not None:
+            x = apply_torso(self.torso, x)
+        for i, size in enumerate(() if self.torso is not None else self.hidden_sizes):
             x = act(dense(size, noisy=self.noisy, sigma0=self.sigma0, name=f"hidden_{i}",
                           kernel_init=_HIDDEN_INIT)(x, deterministic))
         low = jnp.asarray(self.action_low, jnp.float32)
@@ -126,12 +136,15 @@ class QCritic(nn.Module):
     batch_norm: bool = True
     batch_norm_momentum: float = 0.9
     batch_norm_axis: str | None = None
+    torso: UserTorso | None = None
 
     @nn.compact
     def __call__(self, obs: Array, action: Array, train: bool = False) -> Array:
         act = _activation(self.activation, self.negative_slope)
         s = _input_norm(obs, enabled=self.batch_norm, train=train,
                         momentum=self.batch_norm_momentum, batch_norm_axis=self.batch_norm_axis)
+        if self.torso is not None:
+            s = apply_torso(self.torso, s)
         x = jnp.concatenate([s, action.astype(jnp.float32)], axis=-1)
         for i, size in enumerate(self.hidden_sizes):
             x = act(nn.Dense(size, kernel_init=_HIDDEN_INIT, name=f"hidden_{i}")(x))
@@ -154,7 +167,8 @@ def make_ddpg_actor(action_low: Any, action_high: Any, *,
                     hidden_sizes: Sequence[int] = (150, 150), activation: str = "leaky_relu",
                     negative_slope: float = 0.05, batch_norm: bool = True,
                     batch_norm_momentum: float = 0.9, noisy: bool = False,
-                    sigma0: float = 0.5, batch_norm_axis: str | None = None) -> Network:
+                    sigma0: float = 0.5, batch_norm_axis: str | None = None,
+                    torso: UserTorso | None = None) -> Network:
     """Deterministic policy ``obs [..., obs_dim] -> action [..., action_dim]``.
 
     Args:
@@ -169,6 +183,8 @@ def make_ddpg_actor(action_low: Any, action_high: Any, *,
         sigma0: NoisyDense initial noise scale.
         batch_norm_axis: in training mode, take the batch-norm statistics over the whole batch
             split along this mesh axis (inside ``shard_map``; equal shards).
+        torso: a user's checked torso (:func:`rljax.networks.torso.user_torso`) in place
+            of the hidden layers (``hidden_sizes`` is then unused); None: the MLP.
 
     Returns:
         ``Network(init, apply)`` with
@@ -189,7 +205,7 @@ def make_ddpg_actor(action_low: Any, action_high: Any, *,
         raise ValueError(f"noisy must be True or False, got {noisy!r}")
     module = DeterministicActor(low, high, sizes, activation, float(negative_slope), batch_norm,
                                 float(batch_norm_momentum), noisy, check_sigma0(sigma0),
-                                batch_norm_axis)
+                                batch_norm_axis, torso)
 
     def init(key: PRNGKey, obs: Array) -> dict:
         return module.init(key, obs, train=False, deterministic=True)
@@ -208,10 +224,13 @@ def make_ddpg_actor(action_low: Any, action_high: Any, *,
 def make_ddpg_critic(*, hidden_sizes: Sequence[int] = (150, 150),
                      activation: str = "leaky_relu", negative_slope: float = 0.05,
                      batch_norm: bool = True, batch_norm_momentum: float = 0.9,
-                     batch_norm_axis: str | None = None) -> Network:
+                     batch_norm_axis: str | None = None,
+                     torso: UserTorso | None = None) -> Network:
     """Action-value ``Q(obs [..., obs_dim], action [..., action_dim]) -> q [...]``.
 
-    Args: as :func:`make_ddpg_actor` (no noise, no bounds).
+    Args: as :func:`make_ddpg_actor` (no noise, no bounds), except that a ``torso``
+    encodes the observation alone and ``hidden_sizes`` layers follow on its features
+    concatenated with the action.
 
     Returns:
         ``Network(init, apply)`` with
@@ -223,7 +242,7 @@ def make_ddpg_critic(*, hidden_sizes: Sequence[int] = (150, 150),
     sizes = _check_common(hidden_sizes, activation, negative_slope, batch_norm,
                           batch_norm_momentum)
     module = QCritic(sizes, activation, float(negative_slope), batch_norm,
-                     float(batch_norm_momentum), batch_norm_axis)
+                     float(batch_norm_momentum), batch_norm_axis, torso)
 
     def init(key: PRNGKey, obs: Array, action: Array) -> dict:
         return module.init(key, obs, action, train=False)

@@ -7,10 +7,14 @@ built without arguments and maps a batch of observations to a batch of features:
 
     Torso()(obs [B, *obs_shape] float32) -> features [B, F]
 
-The agent puts its own output layers on the features (:class:`WithHeads`): PPO a policy
-and a value layer, PQN a Q-value layer, PPO-RNN and PQN-RNN the memory core first
-(:mod:`rljax.networks.recurrent`). :func:`check_torso` refuses a class that is not a
-module, or whose output is not ``[B, F]``, in one line before anything compiles.
+The agent puts its own output layers on the features (:class:`WithHeads`): PPO and A2C a
+policy and a value layer, PQN a Q-value layer, PPO-RNN and PQN-RNN the memory core first
+(:mod:`rljax.networks.recurrent`), DQN its Q head (:mod:`rljax.networks.value`), DDPG, TD3
+and SAC their actor's output layers and their critics' layers on the features and the
+action (:mod:`rljax.networks.ddpg`, :mod:`rljax.networks.continuous`), each network with
+a torso of its own. :func:`check_torso` refuses a class that is not a module, or whose
+output is not ``[B, F]``, in one line before anything compiles; :func:`user_torso` checks
+it and gives the record those network factories take.
 """
 
 from __future__ import annotations
@@ -107,6 +111,34 @@ def check_torso(network: Any, obs_shape: Sequence[int]) -> int:
     return int(out.shape[1])
 
 
+class UserTorso(NamedTuple):
+    """A checked torso class, as the network factories take it: ``cls`` applied to
+    observations of rank ``obs_rank`` (their shape's length), giving ``features`` each."""
+
+    cls: type[nn.Module]
+    obs_rank: int
+    features: int
+
+
+def user_torso(network: Any, obs_shape: Sequence[int]) -> UserTorso | None:
+    """``network`` (None, a module class or an import string) checked on observations of
+    ``obs_shape`` (:func:`check_torso`), or None when ``network`` is None."""
+    if network is None:
+        return None
+    features = check_torso(network, obs_shape)
+    return UserTorso(resolve(network), len(tuple(obs_shape)), features)
+
+
+def apply_torso(torso: UserTorso, obs: Array) -> Array:
+    """``torso`` (a submodule named "torso") on ``obs [..., *obs_shape]`` -> features
+    ``[..., F]``, the leading axes flattened into one batch axis and back, observations
+    cast to float32. Called inside a compact ``__call__``."""
+    lead = obs.shape[:obs.ndim - torso.obs_rank]
+    x = obs.reshape((-1,) + obs.shape[len(lead):]).astype(jnp.float32)
+    h = torso.cls(name="torso")(x)
+    return h.reshape(lead + h.shape[1:])
+
+
 def dense(size: int, scale: float | None, **kw: Any) -> nn.Dense:
     """A linear layer, initialized orthogonally with gain ``scale`` (None: flax's default)."""
     if scale is None:
@@ -124,13 +156,10 @@ class WithHeads(nn.Module):
 
     @nn.compact
     def __call__(self, obs: Array) -> Any:
-        lead = obs.shape[:obs.ndim - self.obs_rank]
-        x = obs.reshape((-1,) + obs.shape[len(lead):]).astype(jnp.float32)
-        h = self.torso(name="torso")(x)
+        h = apply_torso(UserTorso(self.torso, self.obs_rank, 0), obs)
         outs = []
         for i, spec in enumerate(self.heads):
             y = dense(spec.size, spec.scale, name=f"head_{i}")(h)
-            y = y.reshape(lead + y.shape[1:])
             outs.append(y[..., 0] if spec.squeeze else y)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
@@ -145,6 +174,22 @@ def make_torso_network(network: Any, obs_shape: Sequence[int],
     """
     check_torso(network, obs_shape)
     return from_module(WithHeads(resolve(network), tuple(heads), obs_rank=len(obs_shape)))
+
+
+def make_torso_actor_critic(network: Any, obs_shape: Sequence[int], num_outputs: int,
+                            shared: bool) -> tuple[Network, Network | None]:
+    """An actor-critic's networks on ``network``'s torso: with ``shared`` one torso giving
+    ``(policy [..., num_outputs], value [...])`` and None; else a policy network and a
+    value network, each with a torso of its own (PPO's and A2C's layouts).
+
+    Raises:
+        ValueError: as :func:`check_torso`.
+    """
+    policy, value = HeadSpec(num_outputs, 0.01), HeadSpec(1, 1.0, squeeze=True)
+    if shared:
+        return make_torso_network(network, obs_shape, (policy, value)), None
+    return (make_torso_network(network, obs_shape, (policy,)),
+            make_torso_network(network, obs_shape, (value,)))
 
 
 class MinAtarCNN(nn.Module):

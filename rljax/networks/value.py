@@ -6,7 +6,9 @@ a head that is linear or dueling (Wang et al. 2016, "Dueling Network Architectur
 Deep Reinforcement Learning"), made of :class:`~rljax.networks.noisy.NoisyDense` layers
 when ``noisy=True`` (Fortunato et al. 2018). With ``num_atoms=K`` the head gives instead
 the logits ``[..., A, K]`` of a categorical return distribution per action (C51,
-Bellemare et al. 2017; dueling over atoms as in Rainbow, Hessel et al. 2018).
+Bellemare et al. 2017; dueling over atoms as in Rainbow, Hessel et al. 2018). A user's
+torso (:mod:`rljax.networks.torso`, ``network=``) takes the torso's place under the same
+head.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from rljax.networks.conv import METHODS as CONV_METHODS
 from rljax.networks.core import Network, Torso, get_activation
 from rljax.networks.noisy import NOISE, NoisyDense
 from rljax.networks.orthogonal import orthogonal
+from rljax.networks.torso import UserTorso, apply_torso, user_torso
 from rljax.types import Array, PRNGKey
 
 
@@ -116,7 +119,7 @@ class QHead(nn.Module):
 
 
 class QNetwork(nn.Module):
-    """Torso (Nature CNN or MLP) and a :class:`QHead`."""
+    """Torso (Nature CNN or MLP, or ``user_torso``) and a :class:`QHead`."""
 
     num_actions: int
     image: bool
@@ -128,11 +131,15 @@ class QNetwork(nn.Module):
     activation: str = "relu"
     conv_method: str = "matmul"
     num_atoms: int | None = None
+    user_torso: UserTorso | None = None
 
     @nn.compact
     def __call__(self, obs: Array, deterministic: bool = True) -> Array:
-        h = Torso(tuple(self.hidden_sizes), self.image, self.activation, self.conv_method,
-                  name="torso")(obs)
+        if self.user_torso is not None:
+            h = apply_torso(self.user_torso, obs)
+        else:
+            h = Torso(tuple(self.hidden_sizes), self.image, self.activation, self.conv_method,
+                      name="torso")(obs)
         return QHead(self.num_actions, tuple(self.head_hidden_sizes), self.dueling, self.noisy,
                      self.sigma0, self.activation, self.num_atoms, name="head")(h, deterministic)
 
@@ -152,7 +159,7 @@ def make_q_network(obs_shape: Sequence[int], num_actions: int,
                    head_hidden_sizes: Sequence[int] = (), dueling: bool = False,
                    noisy: bool = False, sigma0: float = 0.5,
                    activation: str = "relu", conv_method: str = "matmul",
-                   num_atoms: int | None = None) -> Network:
+                   num_atoms: int | None = None, network: Any = None) -> Network:
     """Q-network ``obs [..., *obs_shape] -> q [..., A]`` (or logits ``[..., A, K]``).
 
     Args:
@@ -172,6 +179,9 @@ def make_q_network(obs_shape: Sequence[int], num_actions: int,
         num_atoms: None: Q-values ``[..., A]``; an integer ``K >= 2``: a categorical head
             whose output is the logits ``[..., A, K]`` of each action's return
             distribution over ``K`` atoms (softmax over the last axis).
+        network: a user's torso (a flax module class or its import string,
+            :mod:`rljax.networks.torso`) in place of the CNN or MLP (``hidden_sizes`` is
+            then unused, and ``obs_shape`` may be of any rank); None: the CNN or MLP.
 
     Returns:
         ``Network(init, apply)`` with
@@ -188,7 +198,8 @@ def make_q_network(obs_shape: Sequence[int], num_actions: int,
         unconditionally.
     """
     obs_shape = check_sizes("obs_shape", obs_shape)
-    if len(obs_shape) not in (1, 3):
+    torso = user_torso(network, obs_shape)
+    if torso is None and len(obs_shape) not in (1, 3):
         raise ValueError(f"obs_shape must be 1-D (vector) or 3-D (stacked frames), "
                          f"got {obs_shape!r}")
     num_actions = check_positive_int("num_actions", num_actions)
@@ -207,7 +218,7 @@ def make_q_network(obs_shape: Sequence[int], num_actions: int,
         raise ValueError(f"num_atoms must be None or an integer >= 2, got {num_atoms!r}")
     module = QNetwork(num_actions, len(obs_shape) == 3, hidden_sizes, head_hidden_sizes,
                       dueling, noisy, sigma0, activation, conv_method,
-                      None if num_atoms is None else int(num_atoms))
+                      None if num_atoms is None else int(num_atoms), torso)
 
     def init(key: PRNGKey, obs: Array) -> dict:
         return module.init(key, obs, deterministic=True)

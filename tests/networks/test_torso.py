@@ -4,6 +4,7 @@ module or does not give features ``[B, F]``; the MinAtar CNN's shapes."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 
@@ -16,7 +17,8 @@ from _torsos import TinyTorso
 
 import rljax
 from rljax import envs
-from rljax.agents import ppo, pqn
+from rljax.agents import a2c, ddpg, dqn, ppo, pqn, sac, td3
+from rljax.agents.ddpg_config import DDPGConfig
 from rljax.networks.torso import MinAtarCNN, check_torso, import_string
 from rljax.run import cli
 
@@ -78,14 +80,32 @@ def test_a_torso_of_the_wrong_output_shape_is_refused_when_built(make):
         make(dataclass_with(config, "_torsos:Broken"), SPEC)
 
 
-def dataclass_with(config, network):
-    import dataclasses
+CONTINUOUS = envs.make("gymnax:Pendulum-v1", 1).spec
 
+
+@pytest.mark.parametrize("config_cls, make, spec", [
+    (a2c.A2CConfig, a2c.make_a2c, SPEC), (dqn.DQNConfig, dqn.make_dqn, SPEC),
+    (DDPGConfig, ddpg.make_ddpg, CONTINUOUS), (td3.TD3Config, td3.make_td3, CONTINUOUS),
+    (sac.SACConfig, sac.make_sac, CONTINUOUS),
+])
+def test_every_agent_refuses_a_bad_torso_in_one_line(config_cls, make, spec):
+    obs = ", ".join(map(str, spec.obs_shape))
+    with pytest.raises(ValueError, match=rf"^network PerFeature must map observations "
+                                         rf"\[B, \*obs_shape\] \(float32\) to features "
+                                         rf"\[B, F\]; observations \[2, {obs}\] gave "
+                                         rf"\[2, {obs}, 3\], expected \[2, F\]$"):
+        make(config_cls(network="_torsos:PerFeature"), spec)
+    with pytest.raises(ValueError, match=r"^network must be a flax.linen.Module class"):
+        config_cls(network="_torsos:NOT_A_MODULE")
+
+
+def dataclass_with(config, network):
     return dataclasses.replace(config, network=network)
 
 
-def test_the_cli_refuses_a_bad_network_in_one_line(capsys, tmp_path):
-    rc = cli.main(["train", "cartpole-ppo", "--set", "network=_torsos:PerFeature", "--quiet",
+@pytest.mark.parametrize("preset", ["cartpole-ppo", "cartpole-dqn", "gymnax-pendulum-sac"])
+def test_the_cli_refuses_a_bad_network_in_one_line(preset, capsys, tmp_path):
+    rc = cli.main(["train", preset, "--set", "network=_torsos:PerFeature", "--quiet",
                    "--no-tensorboard", "--logdir", str(tmp_path)])
     err = capsys.readouterr().err
     assert rc == 2 and err.count("\n") == 1 and "expected [2, F]" in err, err
@@ -122,3 +142,73 @@ def test_a_user_torso_in_ppo_is_checkpointed_resumed_and_evaluated(tmp_path):
     loaded = rljax.load(str(tmp_path / "part"))
     assert loaded.policy(np.zeros(4, np.float32)) in (0, 1)
     assert cli.main(["eval", str(tmp_path / "part"), "--episodes", "2"]) == 0
+
+
+def _torso_leaves(tree) -> dict:
+    """``{path: leaf}`` of the leaves under a module named "torso"."""
+    leaves = jax.tree_util.tree_flatten_with_path(tree)[0]
+    return {jax.tree_util.keystr(path): leaf for path, leaf in leaves
+            if any(getattr(k, "key", None) == "torso" for k in path)}
+
+
+def _perturbed(tree, seed=7):
+    """``tree`` with every torso leaf replaced by random values."""
+    paths = _torso_leaves(tree)
+    key = iter(jax.random.split(jax.random.key(seed), len(paths)))
+    return jax.tree_util.tree_map_with_path(
+        lambda p, x: jax.random.normal(next(key), x.shape, x.dtype)
+        if jax.tree_util.keystr(p) in paths else x, tree)
+
+
+def _critic_values(make, config, spec, state):
+    """Each agent's value estimates of 64 random observations (and actions): A2C's
+    critic, DQN's Q-values, the continuous agents' critics."""
+    obs = jax.random.normal(jax.random.key(3), (64,) + spec.obs_shape)
+    if make is a2c.make_a2c:
+        built = a2c.parts(config, spec)
+        if built.critic is None:
+            return built.actor.apply(state.params, obs)[1]
+        return built.critic.apply(state.params["critic"], obs)
+    if make is dqn.make_dqn:
+        return dqn.network(config, spec).apply(state.params, obs)
+    action = jax.random.uniform(jax.random.key(4), (64,) + spec.action_shape, minval=-1.0)
+    if make is ddpg.make_ddpg:
+        return ddpg.parts(config, spec).critic.apply(state.critic, obs, action)
+    module = td3 if make is td3.make_td3 else sac
+    return module.parts(config, spec).critic.apply(state.critic, obs, action)
+
+
+# agent, config, env, the state's fields holding a network
+AGENTS = {
+    "a2c": (a2c.make_a2c, a2c.A2CConfig(), SPEC, {"params"}),
+    "a2c-shared": (a2c.make_a2c, a2c.A2CConfig(shared_torso=True), SPEC, {"params"}),
+    "rainbow": (dqn.make_dqn, dqn.DQNConfig(num_atoms=5, noisy=True, dueling=True), SPEC,
+                {"params", "target_params"}),
+    "ddpg": (ddpg.make_ddpg, DDPGConfig(), CONTINUOUS,
+             {"actor", "critic", "target_actor", "target_critic"}),
+    "td3": (td3.make_td3, td3.TD3Config(), CONTINUOUS,
+            {"actor", "critic", "target_actor", "target_critic"}),
+    "sac": (sac.make_sac, sac.SACConfig(), CONTINUOUS, {"actor", "critic", "target_critic"}),
+}
+
+
+@pytest.mark.parametrize("name", list(AGENTS))
+def test_every_agent_puts_its_layers_on_a_user_torso(name):
+    """Every network of the state has the torso (its kernel of the observation width),
+    and both the policy and the value estimates change with the torso's parameters."""
+    make, config, spec, holders = AGENTS[name]
+    config = dataclasses.replace(config, network=TinyTorso)
+    agent = make(config, spec)
+    state = agent.init(jax.random.key(0))
+    kernels = {p: v.shape for p, v in _torso_leaves(state).items() if p.endswith("['kernel']")}
+    # (and the optimizer states that keep parameter-shaped moments)
+    assert holders <= {p[1:].split("[")[0] for p in kernels}, kernels
+    assert all(shape[-2:] == (spec.obs_shape[0], 16) for shape in kernels.values()), kernels
+    obs = jax.random.normal(jax.random.key(3), (64,) + spec.obs_shape)
+    params = agent.params(state)
+    actions = np.asarray(agent.policy(params, obs))
+    assert not np.array_equal(actions, np.asarray(agent.policy(_perturbed(params), obs)))
+    values = np.asarray(_critic_values(make, config, spec, state))
+    assert 64 in values.shape, values.shape  # [64], [2, 64] twin critics, [64, A, K] C51
+    assert not np.allclose(values, np.asarray(
+        _critic_values(make, config, spec, _perturbed(state))))
