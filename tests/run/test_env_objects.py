@@ -11,6 +11,7 @@ import sys
 import numpy as np
 import pytest
 import user_envs
+from _torsos import TinyTorso
 from gymnax.environments import spaces
 
 import rljax
@@ -71,6 +72,29 @@ def test_an_interrupted_run_resumed_with_its_env_object_equals_the_whole_run(
     assert _learning_rows(rows) == _learning_rows(ppo_match.metrics)
 
 
+def test_sac_with_a_user_torso_trains_evaluates_and_resumes_on_a_brax_style_env(tmp_path):
+    """The plumbing at a tiny budget (learning: the exhaustive test below): SAC on Reach
+    with the time limit and threshold given, evaluated, resumed with the env object; the
+    run record names the torso and the resume rebuilds it and trains it further."""
+    small = dict(max_episode_steps=10, solve_threshold=5.0, network=TinyTorso,
+                 random_steps=40, learning_starts=40, buffer_size=256, batch_size=16,
+                 chunk_steps=80, checkpoint_every=80, eval_every=0, tensorboard=False)
+    run = rljax.train("gymnax-pendulum-sac", env=user_envs.Reach(), total_steps=80,
+                      run_dir=str(tmp_path / "sac"), **small)
+    assert run.config.env_options == (("max_episode_steps", 10),
+                                      ("spaces", "obs (2,), actions (2,) in [-1, 1]"))
+    assert run.summary["threshold"] == 5.0 and run.config.config.network == "_torsos:TinyTorso"
+    assert run.metrics[-1]["episodes"] == 8  # 4 envs x 20 steps in 10-step episodes
+    evaluated = rljax.evaluate(run, episodes=2)["return_mean"]
+    assert -20.0 <= evaluated <= OPTIMUM  # a reward in [1 - 4, 1] per step
+    before = run.state.agent.critic["params"]["torso"]["Dense_0"]["kernel"]
+    more = rljax.train(resume=run.run_dir, env=user_envs.Reach(), total_steps=160)
+    assert more.config.config.network == "_torsos:TinyTorso"
+    assert more.metrics[-1]["env_steps"] == 160
+    assert not np.array_equal(before, more.state.agent.critic["params"]["torso"]["Dense_0"][
+        "kernel"])
+
+
 @pytest.mark.exhaustive  # several trainings; pytest -m exhaustive
 def test_sac_reaches_a_brax_style_envs_optimum_through_the_api(tmp_path):
     run = rljax.train("gymnax-pendulum-sac", env=user_envs.Reach(), max_episode_steps=10,
@@ -87,6 +111,29 @@ def _cli(capsys, *args):
     code = cli.main(list(args))
     out = capsys.readouterr()
     return code, out.out, out.err
+
+
+def test_four_seeds_eval_and_continuous_ppo_run_through_the_cli(tmp_path, capsys):
+    """The command-line paths at tiny budgets (learning: the exhaustive test below):
+    ``--env module:callable`` with ``--seeds 4`` gives 4 runs, ``rljax eval`` rebuilds the
+    env from the record's import string, PPO runs and evaluates on the brax-style env."""
+    code, out, _ = _cli(capsys, "train", "gymnax-cartpole-pqn", "--env",
+                        "user_envs:make_match", "--seeds", "4", "--num-envs", "8", "--set",
+                        "rollout_len=8", "--total-steps", "128", "--chunk-steps", "64",
+                        "--logdir", str(tmp_path / "pqn"), "--quiet", "--no-tensorboard")
+    assert code == 0
+    summary = json.loads(out)
+    assert summary["num_seeds"] == 4 and summary["env_id"] == "user_envs:make_match"
+    members = [d for d in os.listdir(summary["run_dir"]) if d.startswith("seed")]
+    assert len(members) == 4
+    code, out, _ = _cli(capsys, "eval", summary["run_dir"], "--episodes", "1")
+    assert code == 0 and len(json.loads(out)["members"]) == 4
+    code, out, _ = _cli(capsys, "train", "gymnax-cartpole-ppo", "--env", "user_envs:make_reach",
+                        "--num-envs", "8", "--total-steps", "256", "--chunk-steps", "128",
+                        "--eval-every", "256", "--logdir", str(tmp_path / "ppo"), "--quiet",
+                        "--no-tensorboard")
+    assert code == 0
+    assert -20.0 <= json.loads(out)["eval_return_mean"] <= OPTIMUM
 
 
 @pytest.mark.exhaustive  # several trainings; pytest -m exhaustive
