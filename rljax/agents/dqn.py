@@ -86,11 +86,9 @@ class DQNConfig:
         max_grad_norm: clip gradients to this global norm; None: off.
         target_period: loop updates between hard target copies (used when ``tau`` is None).
         tau: Polyak step of a soft target update after every gradient step; None: hard.
-        network: a torso of the user's in place of the MLP or CNN: a flax module class
-            or its import string ``"pkg.mod:Class"`` (kept as the string;
-            :mod:`rljax.networks.torso`); the head (linear or dueling, NoisyNet,
-            categorical, as set) goes on its features; ``hidden_sizes`` is then unused.
-            None: the MLP or CNN.
+        network: a user's torso in place of the MLP or CNN (a flax module class or its
+            import string, kept as the string; :mod:`rljax.networks.torso`) under the
+            head as set (dueling, NoisyNet, categorical). None: the MLP or CNN.
     """
 
     loop: OffPolicyLoop = OffPolicyLoop(num_envs=8, env_steps_per_update=4, grad_steps=8)

@@ -113,11 +113,10 @@ def check_torso(network: Any, obs_shape: Sequence[int]) -> int:
 
 class UserTorso(NamedTuple):
     """A checked torso class, as the network factories take it: ``cls`` applied to
-    observations of rank ``obs_rank`` (their shape's length), giving ``features`` each."""
+    observations of rank ``obs_rank`` (their shape's length)."""
 
     cls: type[nn.Module]
     obs_rank: int
-    features: int
 
 
 def user_torso(network: Any, obs_shape: Sequence[int]) -> UserTorso | None:
@@ -125,8 +124,8 @@ def user_torso(network: Any, obs_shape: Sequence[int]) -> UserTorso | None:
     ``obs_shape`` (:func:`check_torso`), or None when ``network`` is None."""
     if network is None:
         return None
-    features = check_torso(network, obs_shape)
-    return UserTorso(resolve(network), len(tuple(obs_shape)), features)
+    check_torso(network, obs_shape)
+    return UserTorso(resolve(network), len(tuple(obs_shape)))
 
 
 def apply_torso(torso: UserTorso, obs: Array) -> Array:
@@ -156,7 +155,7 @@ class WithHeads(nn.Module):
 
     @nn.compact
     def __call__(self, obs: Array) -> Any:
-        h = apply_torso(UserTorso(self.torso, self.obs_rank, 0), obs)
+        h = apply_torso(UserTorso(self.torso, self.obs_rank), obs)
         outs = []
         for i, spec in enumerate(self.heads):
             y = dense(spec.size, spec.scale, name=f"head_{i}")(h)
