@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from rljax import losses, validate
+from rljax import exploration, losses, validate
 from rljax.agents.base import ONE_DEVICE, Agent, Parallel, RunLength, Update, check_action_space
 from rljax.envs.spec import EnvSpec
 from rljax.gradients import flattened, gradient_step
@@ -33,6 +33,7 @@ from rljax.networks import core as nets
 from rljax.networks.distributions import categorical_sample, greedy
 from rljax.records import OnPolicyLoop, shape_field
 from rljax.types import Array, Metrics, Params, PRNGKey, Rollout
+from rljax.validate import Schedule
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -72,6 +73,9 @@ class A2CConfig:
             gap of ~17), so a policy sharpened to a deterministic one that then turns
             wrong never learns back; this penalty's gradient grows with the logits and
             holds them where the policy gradient still acts. 0: off.
+        lr_factor: a multiplier of both learning rates, piecewise linear in loop updates
+            (``((update, factor), ...)``, :func:`rljax.exploration.piecewise_linear`;
+            the last factor holds from its update on); None: constant learning rates.
     """
 
     loop: OnPolicyLoop = OnPolicyLoop(num_envs=16, rollout_len=5)
@@ -90,6 +94,7 @@ class A2CConfig:
     max_grad_norm: float | None = None
     update_rms_clip: float | None = None
     logit_penalty: float | None = None
+    lr_factor: Schedule | None = None
 
     def __post_init__(self):
         for name in ("actor_lr", "critic_lr"):
@@ -104,6 +109,8 @@ class A2CConfig:
         validate.number("update_rms_clip", self.update_rms_clip, low=1e-12, high=1e12,
                         optional=True)
         validate.number("logit_penalty", self.logit_penalty, low=0.0, high=1e3, optional=True)
+        if self.lr_factor is not None:
+            validate.schedule("lr_factor", self.lr_factor, low=0.0, high=1e3)
         validate.sizes("actor_hidden", self.actor_hidden)
         validate.sizes("critic_hidden", self.critic_hidden)
         validate.choice("activation", self.activation, tuple(nets.ACTIVATIONS))
@@ -144,6 +151,7 @@ def parts(config: A2CConfig, spec: EnvSpec, parallel: Parallel = ONE_DEVICE) -> 
 
 def _optimizer(config: A2CConfig) -> optax.GradientTransformation:
     def adam(lr):
+        lr = exploration.scaled_learning_rate(lr, config.lr_factor)
         clip = [optax.clip_by_global_norm(config.max_grad_norm)] if config.max_grad_norm else []
         step = optax.adam(lr) if config.update_rms_clip is None else optax.chain(
             optax.scale_by_adam(), optax.clip_by_block_rms(config.update_rms_clip),

@@ -133,6 +133,25 @@ def test_logit_penalty_adds_the_mean_squared_centred_logit(cartpole_spec):
     np.testing.assert_allclose(with_penalty - without, 0.5 * squared, rtol=1e-4, atol=1e-6)
 
 
+def test_lr_factor_scales_both_learning_rates_per_update(cartpole_spec):
+    """Adam's step is linear in the learning rate: factor 0.25 at update 0 moves actor and
+    critic by a quarter of the constant rates' step; factor 0 from update 1 on stops them."""
+    batch = _rollout(7)
+    plain = a2c.make_a2c(a2c.A2CConfig(), cartpole_spec)
+    cfg = a2c.A2CConfig(lr_factor=((0, 0.25), (1, 0.0)))
+    scaled = a2c.make_a2c(cfg, cartpole_spec)
+    state0 = plain.init(jax.random.key(2))
+    ref = plain.update(state0, batch, jax.random.key(0)).state
+    one = scaled.update(state0, batch, jax.random.key(0)).state
+    for p0, p1, r in zip(jax.tree.leaves(state0.params), jax.tree.leaves(one.params),
+                         jax.tree.leaves(ref.params), strict=True):
+        np.testing.assert_allclose(np.asarray(p1) - p0, 0.25 * (np.asarray(r) - p0),
+                                   rtol=1e-4, atol=1e-7)
+    two = scaled.update(one, batch, jax.random.key(1)).state
+    for a, b in zip(jax.tree.leaves(one.params), jax.tree.leaves(two.params), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_config_errors_name_field_and_value():
     with pytest.raises(ValueError, match="rollout_len must be an integer >= 1, got 0"):
         configure(a2c.A2CConfig, rollout_len=0)
@@ -148,6 +167,8 @@ def test_config_errors_name_field_and_value():
         a2c.A2CConfig(logit_penalty=-1.0)
     with pytest.raises(ValueError, match="update_rms_clip must be a number"):
         a2c.A2CConfig(update_rms_clip=0.0)
+    with pytest.raises(ValueError, match=r"lr_factor values must be numbers in \[0.0, "):
+        a2c.A2CConfig(lr_factor=((0, -0.5),))
 
 
 def test_continuous_actions_refused():

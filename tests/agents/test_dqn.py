@@ -137,6 +137,30 @@ def test_hard_target_copy_every_target_period_updates(spec):
     assert {"loss", "q_mean", "td_abs_mean", "grad_norm", "epsilon"} <= set(metrics)
 
 
+def test_lr_factor_scales_each_update_by_its_loop_update(spec):
+    """lr_factor is in loop updates: with 2 gradient steps per update, the first update's
+    two steps (optimizer counts 0, 1) take factor 0.5 and every later one factor 0, so
+    the parameters move by half the constant-rate update's steps, then stop."""
+    base = configure(dqn.DQNConfig, hidden_sizes=(16,), grad_steps=2, target_period=100)
+    scaled = dataclasses.replace(base, lr_factor=((0, 0.5), (1, 0.0)))
+    _, plain, _, _ = _update_n(base, spec, 1)
+    first, states, _, _ = _update_n(dataclasses.replace(base, lr_factor=((0, 1.0),)), spec, 1)
+    assert all(np.array_equal(a, b) for a, b in zip(  # factor 1: the constant rate's program
+        jax.tree.leaves(plain[0].params), jax.tree.leaves(states[0].params), strict=True))
+    # One gradient step of Adam moves by lr * m_hat / (sqrt(v_hat) + eps): linear in lr.
+    agent, batch = dqn.make_dqn(scaled, spec), _batch()
+    state0 = agent.init(jax.random.key(0))
+    ref = dqn.make_dqn(base, spec).update(state0, batch, jax.random.key(0)).state
+    one = agent.update(state0, batch, jax.random.key(0)).state
+    for p0, p1, r in zip(jax.tree.leaves(state0.params), jax.tree.leaves(one.params),
+                         jax.tree.leaves(ref.params), strict=True):
+        np.testing.assert_allclose(np.asarray(p1) - p0, 0.5 * (np.asarray(r) - p0),
+                                   rtol=1e-4, atol=1e-7)
+    two = agent.update(one, batch, jax.random.key(1)).state
+    for a, b in zip(jax.tree.leaves(one.params), jax.tree.leaves(two.params), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_soft_target_update(spec):
     config = dqn.DQNConfig(hidden_sizes=(16,), tau=0.25)
     first, states, _, _ = _update_n(config, spec, 1)
@@ -213,6 +237,8 @@ def test_cli_refuses_continuous_env_in_one_line(capsys):
     ("tau", 2.0, "tau must be a number in [0.0, 1.0]"),
     ("target_period", 2.5, "target_period must be an integer in [1, 2147483647]"),
     ("noisy", "yes", "noisy must be true or false"),
+    ("lr_factor", ((0, -1.0),), "lr_factor values must be numbers in [0.0, 1000.0]"),
+    ("lr_factor", ((3, 1.0),), "lr_factor must be a schedule"),
 ])
 def test_bad_config_names_field_and_value(field, value, message):
     with pytest.raises(ValueError) as exc:
