@@ -126,6 +126,15 @@ def test_schedule_matches_numpy_interp(points, probe):
     np.testing.assert_allclose(got, np.interp(steps, xs, ys), rtol=1e-5, atol=1e-5)
 
 
+def test_scaled_learning_rate_matches_numpy():
+    assert ex.scaled_learning_rate(3e-4, None) == 3e-4
+    points = [(0, 1.0), (10, 1.0), (30, 0.1)]
+    lr = ex.scaled_learning_rate(3e-4, points, steps_per_update=4)
+    count = np.arange(0, 200, 3, dtype=np.int32)
+    expected = 3e-4 * np.interp(count // 4, [p[0] for p in points], [p[1] for p in points])
+    np.testing.assert_allclose(np.asarray(jax.jit(lr)(count)), expected, rtol=1e-6)
+
+
 @pytest.mark.parametrize("points, match", [
     ([], "non-empty"),
     (None, "non-empty"),

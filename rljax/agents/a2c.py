@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from rljax import losses, validate
+from rljax import exploration, losses, validate
 from rljax.agents.base import ONE_DEVICE, Agent, Parallel, RunLength, Update, check_action_space
 from rljax.envs.spec import EnvSpec
 from rljax.gradients import flattened, gradient_step
@@ -35,6 +35,7 @@ from rljax.networks.distributions import categorical_sample, greedy
 from rljax.networks.torso import import_string, make_torso_actor_critic
 from rljax.records import OnPolicyLoop, shape_field
 from rljax.types import Array, Metrics, Params, PRNGKey, Rollout
+from rljax.validate import Schedule
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -79,6 +80,9 @@ class A2CConfig:
             :mod:`rljax.networks.torso`); A2C puts its policy and value layers on its
             features (one torso for both with ``shared_torso``, else one each); the
             hidden sizes are then unused. None: the MLPs.
+        lr_factor: a multiplier of both learning rates, piecewise linear in loop updates
+            (``((update, factor), ...)``, :func:`rljax.exploration.piecewise_linear`;
+            the last factor holds from its update on); None: constant learning rates.
     """
 
     loop: OnPolicyLoop = OnPolicyLoop(num_envs=16, rollout_len=5)
@@ -98,6 +102,7 @@ class A2CConfig:
     update_rms_clip: float | None = None
     logit_penalty: float | None = None
     network: type | str | None = None  # a class is kept as its import string
+    lr_factor: Schedule | None = None
 
     def __post_init__(self):
         for name in ("actor_lr", "critic_lr"):
@@ -112,6 +117,8 @@ class A2CConfig:
         validate.number("update_rms_clip", self.update_rms_clip, low=1e-12, high=1e12,
                         optional=True)
         validate.number("logit_penalty", self.logit_penalty, low=0.0, high=1e3, optional=True)
+        if self.lr_factor is not None:
+            validate.schedule("lr_factor", self.lr_factor, low=0.0, high=1e3)
         validate.sizes("actor_hidden", self.actor_hidden)
         validate.sizes("critic_hidden", self.critic_hidden)
         validate.choice("activation", self.activation, tuple(nets.ACTIVATIONS))
@@ -156,6 +163,7 @@ def parts(config: A2CConfig, spec: EnvSpec, parallel: Parallel = ONE_DEVICE) -> 
 
 def _optimizer(config: A2CConfig) -> optax.GradientTransformation:
     def adam(lr):
+        lr = exploration.scaled_learning_rate(lr, config.lr_factor)
         clip = [optax.clip_by_global_norm(config.max_grad_norm)] if config.max_grad_norm else []
         step = optax.adam(lr) if config.update_rms_clip is None else optax.chain(
             optax.scale_by_adam(), optax.clip_by_block_rms(config.update_rms_clip),

@@ -82,6 +82,9 @@ class DQNConfig:
         v_min: the lowest atom (the categorical head's support starts there).
         v_max: the highest atom, above ``v_min``.
         lr: Adam learning rate.
+        lr_factor: a multiplier of ``lr``, piecewise linear in loop updates (``((update,
+            factor), ...)`` like ``epsilon``; the last factor holds from its update on);
+            None: a constant learning rate.
         adam_eps: Adam epsilon.
         max_grad_norm: clip gradients to this global norm; None: off.
         target_period: loop updates between hard target copies (used when ``tau`` is None).
@@ -109,6 +112,7 @@ class DQNConfig:
     v_min: float = -10.0
     v_max: float = 10.0
     lr: float = 2.5e-4
+    lr_factor: Schedule | None = None
     adam_eps: float = 1e-8
     max_grad_norm: float | None = 0.5
     target_period: int = 250
@@ -141,6 +145,8 @@ class DQNConfig:
             validate.boolean(name, getattr(self, name))
         validate.schedule("epsilon", self.epsilon, low=0.0, high=1.0)
         object.__setattr__(self, "network", import_string(self.network))
+        if self.lr_factor is not None:
+            validate.schedule("lr_factor", self.lr_factor, low=0.0, high=1e3)
 
     @property
     def distributional(self) -> bool:
@@ -205,7 +211,8 @@ def parts(config: DQNConfig, spec: EnvSpec, parallel: Parallel = ONE_DEVICE) -> 
     """The network and optimizer of ``config`` for ``spec``."""
     clip = [optax.clip_by_global_norm(config.max_grad_norm)] if config.max_grad_norm else []
     # One flat vector: a handful of kernels per step instead of several per parameter array.
-    optimizer = flattened(optax.chain(*clip, optax.adam(config.lr, eps=config.adam_eps)))
+    lr = exploration.scaled_learning_rate(config.lr, config.lr_factor, config.loop.grad_steps)
+    optimizer = flattened(optax.chain(*clip, optax.adam(lr, eps=config.adam_eps)))
     return Parts(network(config, spec), parallel.optimizer(optimizer))
 
 

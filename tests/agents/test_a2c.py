@@ -5,6 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from _corruptible import negated_where, with_flag
+from _trees import assert_trees_close
 
 from rljax import envs
 from rljax.agents import a2c
@@ -133,6 +134,19 @@ def test_logit_penalty_adds_the_mean_squared_centred_logit(cartpole_spec):
     np.testing.assert_allclose(with_penalty - without, 0.5 * squared, rtol=1e-4, atol=1e-6)
 
 
+def test_lr_factor_scales_both_learning_rates_per_update(cartpole_spec):
+    """Factor 0.25 at update 0 is a quarter of both learning rates; factor 0 from update 1
+    on leaves the parameters where they are."""
+    batch = _rollout(7)
+    quarter = a2c.make_a2c(a2c.A2CConfig(actor_lr=5e-4 / 4, critic_lr=7e-4 / 4), cartpole_spec)
+    scaled = a2c.make_a2c(a2c.A2CConfig(lr_factor=((0, 0.25), (1, 0.0))), cartpole_spec)
+    key = jax.random.key(2)  # the same parameters, each its own Adam state
+    one = scaled.update(scaled.init(key), batch, key).state
+    assert_trees_close(one.params, quarter.update(quarter.init(key), batch, key).state.params,
+                       rtol=1e-5, atol=1e-8)
+    assert_trees_close(scaled.update(one, batch, jax.random.key(1)).state.params, one.params)
+
+
 def test_config_errors_name_field_and_value():
     with pytest.raises(ValueError, match="rollout_len must be an integer >= 1, got 0"):
         configure(a2c.A2CConfig, rollout_len=0)
@@ -148,6 +162,8 @@ def test_config_errors_name_field_and_value():
         a2c.A2CConfig(logit_penalty=-1.0)
     with pytest.raises(ValueError, match="update_rms_clip must be a number"):
         a2c.A2CConfig(update_rms_clip=0.0)
+    with pytest.raises(ValueError, match=r"lr_factor values must be numbers in \[0.0, "):
+        a2c.A2CConfig(lr_factor=((0, -0.5),))
 
 
 def test_continuous_actions_refused():

@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _trees import assert_trees_close
 
 from rljax import envs, exploration
 from rljax.agents import dqn
@@ -137,6 +138,22 @@ def test_hard_target_copy_every_target_period_updates(spec):
     assert {"loss", "q_mean", "td_abs_mean", "grad_norm", "epsilon"} <= set(metrics)
 
 
+def test_lr_factor_scales_each_update_by_its_loop_update(spec):
+    """lr_factor is in loop updates: with 2 gradient steps per update (agent.update is one
+    step), both steps of the first update (optimizer counts 0, 1) take factor 0.5, the
+    same as half the learning rate, and the next update's (counts 2, 3) factor 0."""
+    base = configure(dqn.DQNConfig, hidden_sizes=(16,), grad_steps=2, target_period=100)
+    halved = dqn.make_dqn(dataclasses.replace(base, lr=base.lr / 2), spec)
+    scaled = dqn.make_dqn(dataclasses.replace(base, lr_factor=((0, 0.5), (1, 0.0))), spec)
+    batch, key = _batch(), jax.random.key(0)  # the same parameters, each its own Adam state
+    ref, state = halved.init(key), scaled.init(key)
+    for i in range(2):
+        ref = halved.update(ref, batch, jax.random.key(i)).state
+        state = scaled.update(state, batch, jax.random.key(i)).state
+        assert_trees_close(state.params, ref.params, rtol=1e-5, atol=1e-8)
+    assert_trees_close(scaled.update(state, batch, key).state.params, state.params)
+
+
 def test_soft_target_update(spec):
     config = dqn.DQNConfig(hidden_sizes=(16,), tau=0.25)
     first, states, _, _ = _update_n(config, spec, 1)
@@ -213,6 +230,8 @@ def test_cli_refuses_continuous_env_in_one_line(capsys):
     ("tau", 2.0, "tau must be a number in [0.0, 1.0]"),
     ("target_period", 2.5, "target_period must be an integer in [1, 2147483647]"),
     ("noisy", "yes", "noisy must be true or false"),
+    ("lr_factor", ((0, -1.0),), "lr_factor values must be numbers in [0.0, 1000.0]"),
+    ("lr_factor", ((3, 1.0),), "lr_factor must be a schedule"),
 ])
 def test_bad_config_names_field_and_value(field, value, message):
     with pytest.raises(ValueError) as exc:
