@@ -103,8 +103,9 @@ def compare(rows: list[dict], references: dict) -> None:
     nothing is promised: one agent learning data-parallel, or no reference)."""
     for r in rows:
         ref = references.get((r["preset"], r["members"], tuple(r["extra"])))
-        dp = r["members"] == 1 and r["processes"] * r["devices_per_process"] > 1
-        if dp or ref is None or len(ref["each"]) != len(r["each"]) or not r["each"]:
+        devices = r["processes"] * r["devices_per_process"]
+        if (devices == 1 or r["members"] == 1 or ref is None or not r["each"]
+                or len(ref["each"]) != len(r["each"])):
             r["equal"] = None
             continue
         r["equal"] = sum(_same(a, b) for a, b in zip(r["each"], ref["each"], strict=True))
@@ -131,6 +132,14 @@ def _one_device(preset: str, members: int, extra: tuple, args) -> dict:
         return run_cell(preset, 1, 1, members, extra, args.total_steps, args.limit, logdir)
 
 
+def _write(rows: list[dict], references: dict) -> None:
+    os.makedirs(RESULTS_DIR, exist_ok=True)
+    extra = [r for r in references.values() if r not in rows]
+    with open(os.path.join(RESULTS_DIR, "scaling_matrix.json"), "w") as f:
+        json.dump({"machine": machine(), "load": os.getloadavg(), "cells": rows,
+                   "one_device_references": extra}, f, indent=1)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--total-steps", type=int, default=100_000)
@@ -138,29 +147,29 @@ def main(argv: list[str] | None = None) -> int:
                         help="seconds a cell may take before it counts as hung")
     parser.add_argument("--only", help="run the cells of this preset only")
     args = parser.parse_args(argv)
+    # The two-process cells first (the docs' 2 x 2 x 8 command leads), each followed by
+    # its result in the JSON file and on stdout, so a stopped run keeps what it measured.
+    def order(cell):  # two processes first, two devices each, two members per device
+        preset, procs, per, members, extra = cell
+        return -procs, -per, members != 2 * procs * per, preset != PRESETS[0], bool(extra)
+
+    todo = sorted((c for c in cells() if not args.only or c[0] == args.only), key=order)
     rows, references = [], {}
-    for preset, procs, per, members, extra in cells():
-        if args.only and preset != args.only:
-            continue
+    for preset, procs, per, members, extra in todo:
+        key = (preset, members, tuple(extra))
+        if procs * per > 1 and members > 1 and key not in references:
+            references[key] = _one_device(*key, args)  # the same members on one device
         with tempfile.TemporaryDirectory() as logdir:
             rows.append(run_cell(preset, procs, per, members, extra, args.total_steps,
                                  args.limit, logdir))
         if procs * per == 1:
-            references[(preset, members, extra)] = rows[-1]
+            references.setdefault(key, rows[-1])
+        compare(rows[-1:], references)
+        _write(rows, references)
         print(table(rows[-1:]).splitlines()[-1], flush=True)
-    extra_runs = []
-    for r in rows:  # the one-device runs no cell is
-        key = (r["preset"], r["members"], tuple(r["extra"]))
-        if key not in references and not (r["members"] == 1):
-            references[key] = _one_device(*key, args)
-            extra_runs.append(references[key])
-    compare(rows, references)
-    os.makedirs(RESULTS_DIR, exist_ok=True)
-    with open(os.path.join(RESULTS_DIR, "scaling_matrix.json"), "w") as f:
-        json.dump({"machine": machine(), "load": os.getloadavg(), "cells": rows,
-                   "one_device_references": extra_runs}, f, indent=1)
     print(table(rows))
-    return 0 if all(c == 0 for r in rows + extra_runs for c in r["exit"]) else 1
+    everything = rows + list(references.values())
+    return 0 if all(c == 0 for r in everything for c in r["exit"]) else 1
 
 
 if __name__ == "__main__":
