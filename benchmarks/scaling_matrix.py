@@ -146,6 +146,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=float, default=600.0,
                         help="seconds a cell may take before it counts as hung")
     parser.add_argument("--only", help="run the cells of this preset only")
+    parser.add_argument("--start", type=int, default=0,
+                        help="go on from this cell (in the order run), keeping the results "
+                        "file's earlier cells")
     args = parser.parse_args(argv)
     # The two-process cells first (the docs' 2 x 2 x 8 command leads), each followed by
     # its result in the JSON file and on stdout, so a stopped run keeps what it measured.
@@ -155,7 +158,14 @@ def main(argv: list[str] | None = None) -> int:
 
     todo = sorted((c for c in cells() if not args.only or c[0] == args.only), key=order)
     rows, references = [], {}
-    for preset, procs, per, members, extra in todo:
+    if args.start:
+        with open(os.path.join(RESULTS_DIR, "scaling_matrix.json")) as f:
+            kept = json.load(f)
+        rows = kept["cells"][:args.start]
+        for r in rows + kept["one_device_references"]:
+            if r["processes"] * r["devices_per_process"] == 1:
+                references[(r["preset"], r["members"], tuple(r["extra"]))] = r
+    for preset, procs, per, members, extra in todo[args.start:]:
         key = (preset, members, tuple(extra))
         if procs * per > 1 and members > 1 and key not in references:
             references[key] = _one_device(*key, args)  # the same members on one device

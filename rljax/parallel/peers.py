@@ -13,7 +13,7 @@ line naming the processes that did not answer:
   a peer's connection closed ends the process the same way once a roll call has named the
   missing processes;
 * :meth:`Peers.agree` is a barrier through the coordinator's key-value store that also
-  carries one flag (a stop signal that reached only some processes stops all of them at
+  carries one number (a stop signal that reached only some processes stops all of them at
   the same chunk);
 * :meth:`Peers.same` checks that every process was started with the same value (the
   number of processes).
@@ -36,9 +36,10 @@ from collections.abc import Callable
 EXIT_PEER = 1  # a peer stopped answering mid-run
 EXIT_START = 2  # the run could not start: a peer never came, or disagrees
 PATIENCE = 4  # a wait on a process that is alive but does not come lasts this many timeouts
-# Seconds a signal may wait for the main thread inside a call every process is in (a chunk
-# being computed, a checkpoint being written) before the process leaves without a checkpoint.
-SIGNAL_GRACE = 20.0
+# Seconds (at most the peer timeout) a signal may wait for the main thread inside a call
+# every process is in (a chunk being computed, a checkpoint being written) before the
+# process leaves without a checkpoint.
+SIGNAL_GRACE = 60.0
 
 
 class PeerLost(RuntimeError):
@@ -164,7 +165,8 @@ class Peers:
             if got and signalled is None:
                 signalled = (got[-1], time.monotonic(), armed)
             late = self.behind() if signalled else []
-            if signalled and time.monotonic() - signalled[1] > (5.0 if late else SIGNAL_GRACE):
+            grace = 5.0 if late else min(self.timeout, SIGNAL_GRACE)
+            if signalled and time.monotonic() - signalled[1] > grace:
                 # A signal the main thread cannot take: it is blocked in this wait (on a
                 # process behind it, or in a call every process is in that does not end).
                 self._leave(f"stopped by signal {signalled[0]} while {armed[1]}, waiting on "
