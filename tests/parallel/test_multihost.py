@@ -225,7 +225,7 @@ def test_two_processes_resume_a_gymnax_run_mid_episode(trained):
 def test_each_process_writes_its_shards_and_two_processes_resume(trained):
     name = "dqn"
     (run_dir,) = (trained / name).iterdir()
-    assert sorted(os.listdir(run_dir / "checkpoint")) == ["2048"]
+    assert sorted(os.listdir(run_dir / "checkpoint")) == ["2048", "3072"]  # and resumed
     state = run_dir / "checkpoint" / "2048" / "state"
     for process in (0, 1):  # each process wrote data of its own
         data = list((state / f"ocdbt.process_{process}" / "d").iterdir())
