@@ -1,10 +1,9 @@
 """The host driver: runs compiled chunks until the step budget is spent.
 
-Between chunks it reads a few scalars (episode statistics, mean losses), draws the
-progress line, appends a row to ``metrics.jsonl``, evaluates and checkpoints on their
-cadences, and stops on SIGINT/SIGTERM or a non-finite value. At the end it writes the
-summaries. :mod:`rljax.run.build` assembles the run and :mod:`rljax.run.rundir` lays
-out its directory.
+Between chunks it reads a few scalars (episode statistics, mean losses), draws the progress
+line, appends a row to ``metrics.jsonl``, evaluates and checkpoints on their cadences, and
+stops on SIGINT/SIGTERM or a non-finite value. At the end it writes the summaries
+(:mod:`rljax.run.build` assembles the run, :mod:`rljax.run.rundir` lays out its directory).
 """
 
 from __future__ import annotations
@@ -312,8 +311,7 @@ def _start_and_train(run: RunConfig, run_dir: str | None, resume_from: tuple, wr
         if resume is None:
             stack.enter_context(rundir.lock(run_dir))
     shared_dir = rundir.share_path(run_dir)
-    with _phase(phases, stop, "initializing" if resume is None else
-                "restoring the checkpoint"):
+    with _phase(phases, stop, "initializing" if resume is None else "restoring the checkpoint"):
         def fresh():
             return trainer.init(jax.random.key(run.seed))
 
