@@ -7,8 +7,13 @@ localhost for the two-process cells) under a hard time limit, so a hang shows as
     python -m benchmarks.scaling_matrix [--total-steps N] [--limit SECONDS] [--only PRESET]
 
 Writes ``benchmarks/results/scaling_matrix.json`` and prints the markdown table of
-docs/scaling.md (cell, exit, wall time, members solved). One member on several devices is
-one agent learning data-parallel (docs/scaling.md); more members are seeds.
+docs/scaling.md (cell, exit, wall time, members finished and solved, and whether each
+member equals the same member in one process on one device). One member on several
+devices is one agent learning data-parallel (docs/scaling.md), which an on-policy agent
+does not promise to equal; more members are seeds (or sweep values x seeds), and each
+member's episode count and final return (mean of its last 100 episodes) are compared with
+the one-device run of the same members, run here too where no cell is that run. Exits 1
+unless every command exits 0.
 """
 
 from __future__ import annotations
@@ -72,26 +77,67 @@ def run_cell(preset: str, procs: int, per: int, members: int, extra: tuple,
     for p in running:
         p.kill()
     wall = time.perf_counter() - start
-    solved = None
     summaries = glob.glob(os.path.join(logdir, "*", "summary.json"))
+    each = []
     if summaries:
         summary = json.load(open(summaries[0]))
-        solved = summary.get("seeds_solved", int(summary.get("solved_at_step") is not None))
+        done = summary["env_steps"] >= total_steps
+        each = [dict(m, finished=done) for m in summary.get("seeds", [summary])]
     return {"preset": preset, "processes": procs, "devices_per_process": per,
             "members": members, "extra": list(extra), "exit": codes, "wall_s": wall,
-            "members_solved": solved, "total_steps": total_steps}
+            "members_finished": sum(m["finished"] for m in each),
+            "members_solved": sum(m["solved_at_step"] is not None for m in each),
+            "each": [{k: m.get(k) for k in ("episodes", "final_return_mean")} for m in each],
+            "total_steps": total_steps}
+
+
+def _same(a: dict, b: dict) -> bool:
+    """One member's episode count equal and final return within rounding of another's."""
+    ra, rb = a["final_return_mean"], b["final_return_mean"]
+    return a["episodes"] == b["episodes"] and (ra == rb or (
+        ra is not None and rb is not None and abs(ra - rb) <= 1e-3 * max(1.0, abs(rb))))
+
+
+def compare(rows: list[dict], references: dict) -> None:
+    """Sets each row's ``equal``: how many members equal the one-device run's (None where
+    nothing is promised: one agent learning data-parallel, or no reference)."""
+    for r in rows:
+        ref = references.get((r["preset"], r["members"], tuple(r["extra"])))
+        devices = r["processes"] * r["devices_per_process"]
+        if (devices == 1 or r["members"] == 1 or ref is None or not r["each"]
+                or len(ref["each"]) != len(r["each"])):
+            r["equal"] = None
+            continue
+        r["equal"] = sum(_same(a, b) for a, b in zip(r["each"], ref["each"], strict=True))
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| preset | processes x devices | members | exit | wall s | members solved |",
-             "| --- | --- | --- | --- | --- | --- |"]
+    lines = ["| preset | processes x devices | members | exit | wall s | finished | solved "
+             "| equal to one device |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         name = r["preset"] + (" " + " ".join(r["extra"]) if r["extra"] else "")
         exits = ",".join(str(c) for c in r["exit"])
-        solved = "-" if r["members_solved"] is None else f"{r['members_solved']}/{r['members']}"
-        lines.append(f"| {name} | {r['processes']} x {r['devices_per_process']} | "
-                     f"{r['members']} | {exits} | {r['wall_s']:.0f} | {solved} |")
+        n = r["members"]
+        equal = r.get("equal")
+        equal = ("data-parallel" if r["members"] == 1 and r["processes"]
+                 * r["devices_per_process"] > 1 else "-") if equal is None else f"{equal}/{n}"
+        lines.append(f"| {name} | {r['processes']} x {r['devices_per_process']} | {n} | "
+                     f"{exits} | {r['wall_s']:.0f} | {r['members_finished']}/{n} | "
+                     f"{r['members_solved']}/{n} | {equal} |")
     return "\n".join(lines)
+
+
+def _one_device(preset: str, members: int, extra: tuple, args) -> dict:
+    with tempfile.TemporaryDirectory() as logdir:
+        return run_cell(preset, 1, 1, members, extra, args.total_steps, args.limit, logdir)
+
+
+def _write(rows: list[dict], references: dict) -> None:
+    os.makedirs(RESULTS_DIR, exist_ok=True)
+    extra = [r for r in references.values() if r not in rows]
+    with open(os.path.join(RESULTS_DIR, "scaling_matrix.json"), "w") as f:
+        json.dump({"machine": machine(), "load": os.getloadavg(), "cells": rows,
+                   "one_device_references": extra}, f, indent=1)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -100,20 +146,40 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=float, default=600.0,
                         help="seconds a cell may take before it counts as hung")
     parser.add_argument("--only", help="run the cells of this preset only")
+    parser.add_argument("--start", type=int, default=0,
+                        help="go on from this cell (in the order run), keeping the results "
+                        "file's earlier cells")
     args = parser.parse_args(argv)
-    rows = []
-    for preset, procs, per, members, extra in cells():
-        if args.only and preset != args.only:
-            continue
+    # The two-process cells first (the docs' 2 x 2 x 8 command leads), each followed by
+    # its result in the JSON file and on stdout, so a stopped run keeps what it measured.
+    def order(cell):  # two processes first, two devices each, two members per device
+        preset, procs, per, members, extra = cell
+        return -procs, -per, members != 2 * procs * per, preset != PRESETS[0], bool(extra)
+
+    todo = sorted((c for c in cells() if not args.only or c[0] == args.only), key=order)
+    rows, references = [], {}
+    if args.start:
+        with open(os.path.join(RESULTS_DIR, "scaling_matrix.json")) as f:
+            kept = json.load(f)
+        rows = kept["cells"][:args.start]
+        for r in rows + kept["one_device_references"]:
+            if r["processes"] * r["devices_per_process"] == 1:
+                references[(r["preset"], r["members"], tuple(r["extra"]))] = r
+    for preset, procs, per, members, extra in todo[args.start:]:
+        key = (preset, members, tuple(extra))
+        if procs * per > 1 and members > 1 and key not in references:
+            references[key] = _one_device(*key, args)  # the same members on one device
         with tempfile.TemporaryDirectory() as logdir:
             rows.append(run_cell(preset, procs, per, members, extra, args.total_steps,
                                  args.limit, logdir))
+        if procs * per == 1:
+            references.setdefault(key, rows[-1])
+        compare(rows[-1:], references)
+        _write(rows, references)
         print(table(rows[-1:]).splitlines()[-1], flush=True)
-    os.makedirs(RESULTS_DIR, exist_ok=True)
-    with open(os.path.join(RESULTS_DIR, "scaling_matrix.json"), "w") as f:
-        json.dump({"machine": machine(), "load": os.getloadavg(), "cells": rows}, f, indent=1)
     print(table(rows))
-    return 0 if all(c == 0 for r in rows for c in r["exit"]) else 1
+    everything = rows + list(references.values())
+    return 0 if all(c == 0 for r in everything for c in r["exit"]) else 1
 
 
 if __name__ == "__main__":

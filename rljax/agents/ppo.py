@@ -197,6 +197,11 @@ def check_run(config: PPOConfig, spec: EnvSpec, run: RunLength) -> None:
     run_checks.annealed_early(config.anneal_lr, run)
 
 
+def anneals(config) -> bool:
+    """Whether the run's ``schedule_steps`` applies: the learning rate anneals over it."""
+    return config.anneal_lr
+
+
 def check(config: PPOConfig, spec: EnvSpec) -> None:
     """The checks of :func:`make_ppo` (feed-forward and recurrent)."""
     if config.normalize_obs and spec.is_image:

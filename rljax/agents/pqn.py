@@ -169,6 +169,11 @@ def check_run(config: PQNConfig, spec: EnvSpec, run: RunLength) -> None:
     run_checks.annealed_early(config.anneal_lr, run)
 
 
+def anneals(config) -> bool:
+    """Whether the run's ``schedule_steps`` applies: the learning rate anneals over it."""
+    return config.anneal_lr
+
+
 def make_pqn(config: PQNConfig, spec: EnvSpec, *, parallel: Parallel = ONE_DEVICE,
              run: RunLength | None = None) -> Agent:
     """Builds the PQN agent for a discrete-action environment.

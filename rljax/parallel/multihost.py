@@ -86,10 +86,13 @@ def on_lost(run_dir: str, saved_at) -> None:
         _PEERS[0].epilogue = epilogue
 
 
-def any_process(flag: bool) -> bool:
-    """Whether ``flag`` holds in any process (a barrier across processes; ``flag`` alone in
-    a one-process run)."""
-    return flag if _PEERS[0] is None else _PEERS[0].agree(flag)
+def agreed_signal(received: int | None) -> int | None:
+    """The stop signal any process received (``received`` in a one-process run): a
+    barrier across processes, so a signal that reached some of them stops all of them
+    after the same chunk."""
+    if _PEERS[0] is None:
+        return received
+    return _PEERS[0].agree(received or 0, "agreeing whether to stop") or None
 
 
 def waiting(what: str):
@@ -135,12 +138,23 @@ def _fetch_one(x: Any) -> Any:
     return np.asarray(multihost_utils.process_allgather(x, tiled=True))
 
 
-def fetch(tree: Any) -> Any:
+def fetch(tree: Any, what: str = "gathering the state") -> Any:
     """Host copies of ``tree``'s arrays, whole: shards held by other processes are
-    gathered (every process must call this at the same point)."""
+    gathered (every process must call this at the same point). Across processes this is
+    a guarded wait (:func:`waiting`, ``what`` names it): it also waits for the program
+    that computes ``tree``, which may wait on the other processes."""
     if jax.process_count() == 1:
         return jax.device_get(tree)
-    return jax.tree.map(_fetch_one, tree)
+    with waiting(what):
+        return jax.tree.map(_fetch_one, tree)
+
+
+def first_local(x: jax.Array) -> Any:
+    """The first element of ``x`` as this process holds it (no collective: one process
+    alone may call it)."""
+    if isinstance(x, jax.Array):
+        x = x.addressable_shards[0].data
+    return np.ravel(jax.device_get(x))[0]
 
 
 def init_on(init_state: Any, shardings: Any, mesh: Any) -> Any:

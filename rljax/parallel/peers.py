@@ -13,7 +13,7 @@ line naming the processes that did not answer:
   a peer's connection closed ends the process the same way once a roll call has named the
   missing processes;
 * :meth:`Peers.agree` is a barrier through the coordinator's key-value store that also
-  carries one flag (a stop signal that reached only some processes stops all of them at
+  carries one number (a stop signal that reached only some processes stops all of them at
   the same chunk);
 * :meth:`Peers.same` checks that every process was started with the same value (the
   number of processes).
@@ -36,6 +36,10 @@ from collections.abc import Callable
 EXIT_PEER = 1  # a peer stopped answering mid-run
 EXIT_START = 2  # the run could not start: a peer never came, or disagrees
 PATIENCE = 4  # a wait on a process that is alive but does not come lasts this many timeouts
+# Seconds (at most the peer timeout) a signal may wait for the main thread inside a call
+# every process is in (a chunk being computed, a checkpoint being written) before the
+# process leaves without a checkpoint.
+SIGNAL_GRACE = 60.0
 
 
 class PeerLost(RuntimeError):
@@ -72,7 +76,7 @@ class Peers:
             p: (None, time.monotonic()) for p in self.others()}
         self._lock = threading.Lock()
         self._looked = time.monotonic()
-        self._closed, self._pipe = False, None
+        self._closed, self._pipe, self._forward = False, None, -1
         self._thread = threading.Thread(target=self._watch, name="rljax-peers", daemon=True)
         self._thread.start()
         atexit.register(self.close)  # after JAX's own atexit, so it runs before it
@@ -156,11 +160,15 @@ class Peers:
             if armed is None:
                 signalled = None
                 continue
+            if signalled and signalled[2] is not armed:
+                signalled = None  # the main thread ran between two waits: it took the signal
             if got and signalled is None:
-                signalled = (got[-1], time.monotonic())
-            if signalled and time.monotonic() - signalled[1] > 2.0:
-                # A signal the main thread cannot take: it is blocked in this wait.
-                late = self.behind()
+                signalled = (got[-1], time.monotonic(), armed)
+            late = self.behind() if signalled else []
+            grace = 5.0 if late else min(self.timeout, SIGNAL_GRACE)
+            if signalled and time.monotonic() - signalled[1] > grace:
+                # A signal the main thread cannot take: it is blocked in this wait (on a
+                # process behind it, or in a call every process is in that does not end).
                 self._leave(f"stopped by signal {signalled[0]} while {armed[1]}, waiting on "
                             f"{self._names(late) if late else 'the other processes'}"
                             f"{self.epilogue()}", 128 + signalled[0], error=False)
@@ -180,9 +188,13 @@ class Peers:
         if self._pipe is None:
             return b""
         try:
-            return os.read(self._pipe, 64)
+            got = os.read(self._pipe, 64)
         except OSError:  # nothing arrived
             return b""
+        if self._forward >= 0:  # to whoever watched them before (rljax.run.stopping)
+            with contextlib.suppress(OSError):
+                os.write(self._forward, got)
+        return got
 
     def close(self) -> None:
         """Stops the heartbeat before JAX's runtime shuts down (atexit runs it first)."""
@@ -197,8 +209,11 @@ class Peers:
             read, write = os.pipe()
             os.set_blocking(read, False)
             os.set_blocking(write, False)
-            signal.set_wakeup_fd(write)
+            self._forward = signal.set_wakeup_fd(write)
             self._pipe = read
+        if self._armed is not None:  # inside a guarded wait already (a save's gathers)
+            yield
+            return
         self.reached += 1
         self.client.key_value_set(f"rljax/reached/{self.pid}", str(self.reached),
                                   allow_overwrite=True)
@@ -243,15 +258,16 @@ class Peers:
                     self._leave(self.message(named, what), EXIT_PEER)
                 return values
 
-    def agree(self, flag: bool, what: str = "agreeing to go on") -> bool:
-        """A barrier (every process calls it the same number of times) that returns
-        whether any process raised ``flag``."""
+    def agree(self, value: int, what: str = "agreeing to go on") -> int:
+        """A barrier (every process calls it the same number of times) that returns the
+        first nonzero ``value`` of any process (by process id), else 0: a stop signal
+        that reached some of them."""
         self.agreed += 1
-        values = self._gather(f"rljax/agree/{self.agreed}", "1" if flag else "0", what)
+        values = self._gather(f"rljax/agree/{self.agreed}", str(int(value)), what)
         if self.agreed > 2:  # nobody reads a point two behind any more
             with contextlib.suppress(Exception):
                 self.client.key_value_delete(f"rljax/agree/{self.agreed - 2}/{self.pid}")
-        return any(v == "1" for v in values.values())
+        return next((int(v) for _, v in sorted(values.items()) if int(v)), 0)
 
     def same(self, name: str, value: str) -> str | None:
         """None when this process was started with process 0's ``value`` for ``name``

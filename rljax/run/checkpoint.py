@@ -87,8 +87,7 @@ def _payload(state) -> dict:
     sums = {k: getattr(stats, k) for k in ("running_return", "running_length")}
     stats = stats.replace(**{k: jax.device_put(np.zeros(x.shape, x.dtype), x.sharding)
                              for k, x in sums.items()})  # copied: no compile between chunks
-    return {"agent": state.agent, "memory": state.memory,
-            "key": jax.random.key_data(state.key),
+    return {"agent": state.agent, "memory": state.memory, "key": jax.random.key_data(state.key),
             "env_steps": state.env_steps, "solved_at": state.solved_at, "stats": stats,
             "batches": state.batches}
 
@@ -146,7 +145,8 @@ def save(run_dir: str, state, manifest: dict, keep: int | None = None, *,
     env_steps = int(np.ravel(multihost.fetch(state.env_steps))[0])
     manifest = dict(manifest, env_steps=env_steps)
     try:
-        path = store.write(folder, env_steps, named, manifest, keep)
+        with multihost.waiting("saving a checkpoint"):
+            path = store.write(folder, env_steps, named, manifest, keep)
     except Exception as e:  # noqa: BLE001 - orbax and tensorstore raise many kinds
         try:
             previous = [s for s in store.steps(folder) if s != env_steps]

@@ -1,10 +1,9 @@
 """The host driver: runs compiled chunks until the step budget is spent.
 
-Between chunks it reads a few scalars (episode statistics, mean losses), draws the
-progress line, appends a row to ``metrics.jsonl``, evaluates and checkpoints on their
-cadences, and stops on SIGINT/SIGTERM or a non-finite value. At the end it writes the
-summaries. :mod:`rljax.run.build` assembles the run and :mod:`rljax.run.rundir` lays
-out its directory.
+Between chunks it reads a few scalars (episode statistics, mean losses), draws the progress
+line, appends a row to ``metrics.jsonl``, evaluates and checkpoints on their cadences, and
+stops on SIGINT/SIGTERM or a non-finite value. At the end it writes the summaries
+(:mod:`rljax.run.build` assembles the run, :mod:`rljax.run.rundir` lays out its directory).
 """
 
 from __future__ import annotations
@@ -175,8 +174,8 @@ class _Host:
         if not bool(multihost.fetch(self.finite(state.agent))):
             raise NonFiniteError(_nonfinite_message(self.run_dir, state, "parameter",
                                                      self.saved_at))
-        metrics, stats, steps, extras = multihost.fetch((self.pending, state.env.stats,
-                                                         state.env_steps, state.env.extras))
+        got = (self.pending, state.env.stats, state.env_steps, state.env.extras)
+        metrics, stats, steps, extras = multihost.fetch(got, "gathering the metrics")
         env_steps = int(np.ravel(steps)[0])
         now = time.perf_counter()
         if self.first_row_at is None:
@@ -312,8 +311,7 @@ def _start_and_train(run: RunConfig, run_dir: str | None, resume_from: tuple, wr
         if resume is None:
             stack.enter_context(rundir.lock(run_dir))
     shared_dir = rundir.share_path(run_dir)
-    with _phase(phases, stop, "initializing" if resume is None else
-                "restoring the checkpoint"):
+    with _phase(phases, stop, "initializing" if resume is None else "restoring the checkpoint"):
         def fresh():
             return trainer.init(jax.random.key(run.seed))
 
@@ -324,7 +322,7 @@ def _start_and_train(run: RunConfig, run_dir: str | None, resume_from: tuple, wr
             if writer:
                 # wall_time_s goes on from the last row kept, not from zero.
                 start -= rundir.drop_rows_after(
-                    run_dir, run, int(np.ravel(multihost.fetch(state.env_steps))[0]))
+                    run_dir, run, int(multihost.first_local(state.env_steps)))
         jax.block_until_ready(state)
     with _phase(phases, stop, "compiling"):  # every program the chunks' loop runs
         chunk = trainer.chunk.lower(state).compile()
@@ -332,6 +330,7 @@ def _start_and_train(run: RunConfig, run_dir: str | None, resume_from: tuple, wr
     host = _Host(run, shared_dir, agent, trainer, num_chunks, state, start, writer, progress)
     host.started, host.finite = started, finite
     host.setup_s = host.train_start - started - phases.clock.seconds  # not compiling
+    multihost.on_lost(shared_dir, lambda: stopping.newest_step(shared_dir))  # its line's end
     stop.phase = None
     state, summary = _train(run, shared_dir, host, chunk, state, phases.clock, writer, stop)
     return RunResult(run_dir if writer else None, state, summary, host.rows, agent, env.spec)
@@ -357,21 +356,22 @@ def _train(run: RunConfig, run_dir: str, host: _Host, chunk: Any, state: LoopSta
     try:
         for i in range(host.chunks_left):
             state, metrics = chunk(state)
+            signal = multihost.agreed_signal(stop.received)  # all processes stop alike
             host.pending.append(metrics)
             last = i == host.chunks_left - 1 or (run.stop_on_solve and bool(
                 np.all(multihost.fetch(state.solved_at) >= 0)))
-            if not host.due(last, stop.received is not None):
+            if not host.due(last, signal is not None):
                 continue
             env_steps = host.log(state, last)
             host.train_end = time.perf_counter()
             # The checkpoint follows the row, so a saved state is always logged.
-            if last or stop.received or (i + 1) % host.save_every == 0:
+            if last or signal or (i + 1) % host.save_every == 0:
                 with stop.saving():
                     checkpoint.save(run_dir, state, manifest, keep=run.keep_checkpoints)
                 host.saved_at = env_steps
             host.best.save(run_dir, state, manifest, stop.saving)
-            if stop.received and not last:
-                interrupted = True
+            if signal and not last:
+                stop.received, interrupted = signal, True
                 raise TrainingInterrupted(run_dir, env_steps)
             if last:
                 break

@@ -79,7 +79,12 @@ def check_values(run: Any, spec: Any, length: Any) -> None:
     network or an actor never updated, a temperature that grows without bound; a learning
     rate annealed to 0 before the run ends is a warning), and wandb logging without
     wandb."""
-    get_algorithm(run.algo).check_run(run.config, spec, length)
+    algorithm = get_algorithm(run.algo)
+    algorithm.check_run(run.config, spec, length)
+    if run.schedule_steps is not None and not algorithm.anneals(run.config):
+        raise ValueError(f"schedule_steps={run.schedule_steps} sets how long the agent's "
+                         f"schedules tied to the run's length last, but this {run.algo} agent "
+                         "has none (nothing anneals over the run); leave schedule_steps unset")
     if run.wandb_project:
         import importlib.util
 

@@ -61,6 +61,13 @@ class Algorithm(NamedTuple):
         own = getattr(importlib.import_module(self.module), "upgrade_record", None)
         return data if own is None else own(data)
 
+    def anneals(self, config: Any) -> bool:
+        """Whether ``config`` has a schedule tied to the run's length (a learning rate
+        annealed to 0), which the run setting ``schedule_steps`` sets: the agent module's
+        ``anneals(config)``, else False."""
+        own = getattr(importlib.import_module(self.module), "anneals", None)
+        return own is not None and bool(own(config))
+
     def gradient_steps(self, config: Any) -> tuple[int, int, str]:
         """``(gradient steps per loop update, samples per step, the fields that set them)``
         of ``config``: the agent module's ``gradient_steps(config)``, else what its loop

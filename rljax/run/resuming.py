@@ -27,6 +27,7 @@ from typing import Any
 
 from rljax.run import checkpoint, rundir
 from rljax.run.config import RunConfig
+from rljax.run.registry import get_algorithm
 
 SUPERSEDED = "checkpoint.superseded"
 
@@ -71,9 +72,11 @@ def claim_run_dir(run: RunConfig, run_dir: str | None, resume: str | None, write
         saved_run = _saved_run(saved.get("run") or {})
         run = keep_schedules(run, saved_run)
         expected = rundir.manifest(run)["run"]
-        if saved_run is not None and saved_run.schedule_steps is None:
-            # saved as "the run's length", which keep_schedules has just resolved
-            expected = dict(expected, schedule_steps=None)
+        if saved_run is not None and (saved_run.schedule_steps is None
+                                      or not get_algorithm(run.algo).anneals(run.config)):
+            # saved as "the run's length", which keep_schedules has just resolved, or
+            # recorded for an agent that anneals nothing (an older rljax kept it for any)
+            expected = dict(expected, schedule_steps=saved_run.schedule_steps)
         checkpoint.check_compatible(saved, expected)
         return run, resume
     if run_dir is not None and os.path.isdir(os.path.join(run_dir, checkpoint.CHECKPOINT_DIR)):
@@ -124,8 +127,9 @@ def keep_schedules(run: RunConfig, saved: RunConfig | None) -> RunConfig:
     leaves it to the run's budget and the budget changed: a learning rate annealed over the
     run keeps the length it was saved with (the agent warns in one line when it reaches 0
     before the new budget ends)."""
-    if run.schedule_steps is not None or saved is None:
-        return run
+    if (run.schedule_steps is not None or saved is None
+            or not get_algorithm(run.algo).anneals(run.config)):
+        return run  # nothing anneals: no schedule to keep
     length = saved.total_steps if saved.schedule_steps is None else saved.schedule_steps
     if length == run.total_steps:
         return run
@@ -163,7 +167,11 @@ def saved_run(run_dir: str, step: int | None = None) -> RunConfig:
     """:func:`rljax.run.checkpoint.saved_run`, a damaged checkpoint refused naming the
     intact earlier one."""
     with naming_intact(run_dir):
-        return checkpoint.saved_run(run_dir, step)
+        run = checkpoint.saved_run(run_dir, step)
+    if run.schedule_steps is not None and not get_algorithm(run.algo).anneals(run.config):
+        # an older rljax recorded it for agents that anneal nothing, which now refuse it
+        run = dataclasses.replace(run, schedule_steps=None)
+    return run
 
 
 def restore(run_dir: str, make_template: Callable[[], Any], step: int | None = None) -> Any:

@@ -154,7 +154,8 @@ def share_path(path: str | None) -> str | None:
     data = np.zeros(4096, np.uint8)
     encoded = (path or "").encode()
     data[:len(encoded)] = np.frombuffer(encoded, np.uint8)
-    shared = np.asarray(multihost_utils.broadcast_one_to_all(data))
+    with multihost.waiting("sharing the run directory"):
+        shared = np.asarray(multihost_utils.broadcast_one_to_all(data))
     return bytes(shared).rstrip(b"\0").decode() or None
 
 

@@ -21,6 +21,13 @@ SCRIPT = textwrap.dedent("""
     from rljax.run.driver import train_run
 
     assert len(jax.devices()) == 4, jax.devices()
+    import time
+    clock = [time.perf_counter()]
+
+    def lap(what):  # each part's seconds, printed for pytest's -s
+        now = time.perf_counter()
+        print(f"{what}: {now - clock[0]:.1f} s")
+        clock[0] = now
 
     def run_chunks(run, chunks):
         _, _, trainer, _ = build(run)
@@ -54,6 +61,7 @@ SCRIPT = textwrap.dedent("""
             rows = [json.loads(line) for line in f]
         assert [r["env_steps"] for r in rows] == [160, 320]
         np.testing.assert_allclose(rows[-1]["loss"], np.mean(m1["loss"][k]), rtol=1e-5)
+    lap("a2c members")
     # DQN before learning starts: each device's replay holds exactly its members'
     # transitions. (Once learning, a rounding-level difference between the two
     # programs can flip a greedy action, and the runs then part ways.)
@@ -64,6 +72,7 @@ SCRIPT = textwrap.dedent("""
     one, _, _ = run_chunks(dqn, 2)
     for a, b in zip(jax.tree.leaves(sharded.memory), jax.tree.leaves(one.memory), strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    lap("dqn members")
     # One A2C agent learning data-parallel: 16 envs split 4 per device, each device's
     # gradient averaged. With every step of the first rollout valid and no advantage
     # normalization, the mean of the shards' mean losses is the whole batch's, so the first
@@ -84,6 +93,7 @@ SCRIPT = textwrap.dedent("""
     with open(os.path.join(result.run_dir, "metrics.jsonl")) as f:
         (row,) = [json.loads(line) for line in f]
     np.testing.assert_allclose(row["loss"], np.mean(m1["loss"]), rtol=1e-5, atol=1e-6)
+    lap("a2c data-parallel")
     # One PPO agent data-parallel with observation normalization and reward scaling: after
     # the first update (same rollout as one device), the running statistics are the whole
     # rollout's, as one device keeps them, and the same on every device. (The gradients,
@@ -104,6 +114,7 @@ SCRIPT = textwrap.dedent("""
     assert float(one.agent.obs_stats.count) == 8 * 16  # no Reacher episode ends in 16
     assert float(one.agent.reward_scaler.stats.var) > 0
     assert all(np.isfinite(np.asarray(x)).all() for x in jax.tree.leaves(dp.agent.params))
+    lap("ppo data-parallel")
     # One DQN agent data-parallel: every device stores every shard's transitions and
     # samples the same batches, learning from a quarter of each (8 envs as 4 x 2,
     # minibatch 64 as 4 x 16): 32 updates of 4 gradient steps once learning starts. (Later
@@ -152,6 +163,7 @@ SCRIPT = textwrap.dedent("""
                                            tensorboard=False), chunk_steps=1_024)
     one, m1 = compare_single(dqn1, 2, 1e-4)
     assert np.isfinite(m1["loss"]).all() and int(one.agent.step) >= 4 * 32
+    lap("dqn data-parallel")
     # DDPG (the reference configuration, batch norm on: its batch statistics are the
     # whole batch's), 5 of 20 envs and 32 of each 128-transition batch per device. The
     # actions' rounding reaches MuJoCo's state, hence the looser tolerance on stored obs
@@ -159,12 +171,13 @@ SCRIPT = textwrap.dedent("""
     # buffer kernels, whose weights round differently; with the pure-JAX buffers the run
     # stayed within 2e-4. The DQN comparison above, same kernels, agrees to 1e-4.) On
     # another CPU model one value differed by 2.9e-3, hence mostly_close.
-    ddpg1 = dataclasses.replace(from_preset("reacher-ddpg-reference", total_steps=6_000,
+    ddpg1 = dataclasses.replace(from_preset("reacher-ddpg-reference", total_steps=3_000,
                                             tensorboard=False, learning_starts=1_000,
                                             grad_steps=10, buffer_size=8_192),
-                                chunk_steps=2_000)
+                                chunk_steps=1_000)
     one, m1 = compare_single(ddpg1, 3, 1e-3, atol=5e-4)
-    assert np.isfinite(m1["critic_loss"]).all() and int(one.agent.step) >= 50
+    assert np.isfinite(m1["critic_loss"]).all() and int(one.agent.step) > 0, one.agent.step
+    lap("ddpg data-parallel")
     # (A data-parallel DQN run through the driver, checkpoint included, is
     # tests/parallel/test_multihost.py's, over two processes.)
     print("OK")
@@ -177,6 +190,7 @@ def test_members_sharded_over_four_cpu_devices_match_one_device(tmp_path):
     script.write_text(SCRIPT)
     proc = subprocess.run([sys.executable, str(script), str(tmp_path)], capture_output=True,
                           text=True, timeout=600)
+    print(proc.stdout)  # each part's seconds (pytest -s)
     assert proc.returncode == 0 and "OK" in proc.stdout, proc.stderr[-3000:]
 
 

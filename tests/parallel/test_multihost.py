@@ -1,8 +1,9 @@
 """Runs over two processes (jax.distributed on localhost, 2 CPU devices each) compute
 what one process computes: seeds sharded over the 4 devices, and one DQN agent learning
 data-parallel over them. Only process 0 writes the run directory; each process writes
-the checkpoint shards of its own devices (nothing is gathered to one process), and two
-new processes restore the saved state and resume the run."""
+the checkpoint shards of its own devices (nothing is gathered to one process), and the
+two processes restore the saved state and resume the run (two new processes resume one in
+tests/parallel/test_multiproc_cli.py)."""
 
 import dataclasses
 import json
@@ -24,7 +25,7 @@ SCRIPT = textwrap.dedent("""
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
                                + " --xla_force_host_platform_device_count=2")
     from rljax.parallel import multihost
-    port, pid, out, phase = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[5]
+    port, pid, out, resume = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[5]
     multihost.initialize(f"127.0.0.1:{port}", 2, pid)
     import dataclasses, glob, json
     import jax, numpy as np
@@ -36,23 +37,26 @@ SCRIPT = textwrap.dedent("""
     assert jax.process_count() == 2 and jax.device_count() == 4, jax.devices()
     leaves = lambda tree: [np.asarray(x) for x in jax.tree.leaves(multihost.fetch(tree))]
     runs = json.loads(sys.argv[4])
-    for name, kwargs, chunk_steps in runs:
-        if phase == "resume":
+    # Train each run, then resume those named in sys.argv[5] from their checkpoints.
+    trained = set()
+    for name, kwargs, chunk_steps in runs + [r for r in runs if r[0] in resume.split(",")]:
+        resuming = name in trained
+        trained.add(name)
+        if resuming:
             kwargs = dict(kwargs, total_steps=kwargs["total_steps"] + chunk_steps)
         run = dataclasses.replace(from_preset(**kwargs, devices=4, tensorboard=False,
                                               logdir=os.path.join(out, name)),
                                   chunk_steps=chunk_steps)
-        if phase == "train":
+        if not resuming:
             result = train_run(run, progress=False)
-            if pid == 0:
-                np.savez(os.path.join(out, name + ".npz"), *leaves(result.state.agent))
-                np.savez(os.path.join(out, name + "-memory.npz"),
-                         *leaves(result.state.memory))
+            agent, memory = leaves(result.state.agent), leaves(result.state.memory)  # all
+            if pid == 0:                                               # processes gather
+                np.savez(os.path.join(out, name + ".npz"), *agent)
+                np.savez(os.path.join(out, name + "-memory.npz"), *memory)
                 with open(os.path.join(out, name + ".json"), "w") as f:
                     json.dump(result.summary, f)
             else:
                 assert result.run_dir is None
-                leaves(result.state.agent), leaves(result.state.memory)  # fetch is collective
             continue
         (run_dir,) = glob.glob(os.path.join(out, name, "*"))
         _, _, trainer, _ = build(run)
@@ -77,13 +81,10 @@ SCRIPT = textwrap.dedent("""
 # one-device program eventually flips a sampled action and the runs part ways (the seeds run
 # did at 4,000 env steps on a 2-core AMD EPYC with jax 0.10.2).
 RUNS = [
-    ("seeds", dict(preset="cartpole-a2c", num_envs=4, num_seeds=4, total_steps=2_000), 400),
-    # Two members per device on envpool (the shape whose vmapped init used to hang), and a
-    # sweep across the processes (2 values x 2 seeds).
-    ("seeds-2per", dict(preset="cartpole-a2c", num_envs=4, num_seeds=8, total_steps=800),
-     400),
-    ("sweep", dict(preset="cartpole-a2c", num_envs=4, num_seeds=2,
-                   sweep=("actor_lr", (3e-4, 1e-3)), total_steps=800), 400),
+    # Eight envpool members over the 4 devices, two per device (the shape whose vmapped
+    # init used to hang), a sweep across the processes (2 values x 4 seeds).
+    ("members", dict(preset="cartpole-a2c", num_envs=4, num_seeds=4,
+                     sweep=("actor_lr", (3e-4, 1e-3)), total_steps=800), 400),
     ("dqn", dict(preset="cartpole-dqn", total_steps=2_048), 1_024),
     # JAX-native envs: gymnax seeds sharded over the devices, and one PQN agent learning
     # data-parallel with its 32 envs split 8 per device (the env state is in the checkpoint).
@@ -96,10 +97,14 @@ RUNS = [
     ("gymnax-pqn-through", dict(preset="gymnax-cartpole-pqn", anneal_lr=False,
                                 total_steps=3_072), 1_024),
 ]
-# Devices of the one-process run each two-process run must equal: an on-policy agent
-# learning data-parallel takes each shard's own minibatches (docs/scaling.md), so it
-# equals one process with the same 4 devices, not one device.
-ONE_PROCESS_DEVICES = {"gymnax-pqn": 4, "gymnax-pqn-through": 4}
+# The runs resumed from their checkpoints (by the same two processes, after all trained;
+# tests/parallel/test_multiproc_cli.py resumes a run in two new processes).
+RESUMED = ("dqn", "gymnax-pqn")
+# The one-process run each two-process run must equal (the through run is compared with the
+# resumed one instead), with its devices: an on-policy agent learning data-parallel takes
+# each shard's own minibatches (docs/scaling.md), so it equals one process with the same 4
+# devices, not one device.
+ONE_PROCESS_DEVICES = {"members": 1, "dqn": 1, "gymnax-seeds": 1, "gymnax-pqn": 4}
 
 
 ONE_PROCESS = textwrap.dedent("""
@@ -142,12 +147,12 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _two_processes(tmp_path, runs, phase: str) -> None:
+def _two_processes(tmp_path, runs, resume: tuple[str, ...]) -> None:
     script = tmp_path / "multihost.py"
     script.write_text(SCRIPT)
     port = str(_free_port())
     procs = [subprocess.Popen([sys.executable, str(script), port, str(pid), str(tmp_path),
-                               json.dumps(runs), phase], stdout=subprocess.PIPE,
+                               json.dumps(runs), ",".join(resume)], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for pid in (0, 1)]
     try:
         outs = [p.communicate(timeout=600) for p in procs]
@@ -160,9 +165,10 @@ def _two_processes(tmp_path, runs, phase: str) -> None:
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    """The RUNS trained over two processes (their outputs in the returned folder)."""
+    """The RUNS trained over two processes, then the RESUMED ones resumed by them (their
+    outputs in the returned folder)."""
     out = tmp_path_factory.mktemp("multihost")
-    _two_processes(out, RUNS, "train")
+    _two_processes(out, RUNS, RESUMED)
     return out
 
 
@@ -171,7 +177,9 @@ def test_two_processes_match_one(trained, tmp_path):
     for name, kwargs, chunk_steps in RUNS:
         # One run directory, written by process 0.
         assert len(os.listdir(trained / name)) == 1
-        if name in ONE_PROCESS_DEVICES:
+        if name not in ONE_PROCESS_DEVICES:
+            continue
+        if ONE_PROCESS_DEVICES[name] > 1:
             leaves, one_summary = _one_process(kwargs, chunk_steps, ONE_PROCESS_DEVICES[name],
                                                tmp_path / name)
         else:
@@ -194,10 +202,10 @@ def test_two_processes_match_one(trained, tmp_path):
 def test_two_processes_resume_a_gymnax_run_mid_episode(trained):
     """The data-parallel gymnax run resumes over two processes from its checkpoint, env
     state included: the envs go on from where they were (episodes not restarted)."""
-    name, kwargs, chunk_steps = RUNS[5]
+    name = "gymnax-pqn"
     (run_dir,) = (trained / name).iterdir()
     before = json.loads((trained / f"{name}.json").read_text())
-    _two_processes(trained, [RUNS[5]], "resume")  # restores bit for bit, then trains on
+    # (restored bit for bit, then trained on)
     after = json.loads((trained / f"{name}-resumed.json").read_text())
     assert after["resumed_from_step"] == 2_048 and after["env_steps"] == 3_072
     assert after["episodes"] >= before["episodes"] > 0
@@ -215,14 +223,14 @@ def test_two_processes_resume_a_gymnax_run_mid_episode(trained):
 
 @pytest.mark.slow
 def test_each_process_writes_its_shards_and_two_processes_resume(trained):
-    name, kwargs, chunk_steps = RUNS[3]
+    name = "dqn"
     (run_dir,) = (trained / name).iterdir()
-    assert sorted(os.listdir(run_dir / "checkpoint")) == ["2048"]
+    assert sorted(os.listdir(run_dir / "checkpoint")) == ["2048", "3072"]  # and resumed
     state = run_dir / "checkpoint" / "2048" / "state"
     for process in (0, 1):  # each process wrote data of its own
         data = list((state / f"ocdbt.process_{process}" / "d").iterdir())
         assert sum(f.stat().st_size for f in data) > 10_000, process
-    _two_processes(trained, [RUNS[3]], "resume")  # restores bit for bit, then trains on
+    # (restored bit for bit, then trained on)
     summary = json.loads((trained / f"{name}-resumed.json").read_text())
     assert summary["resumed_from_step"] == 2_048 and summary["env_steps"] == 3_072
     rows = [json.loads(line)["env_steps"] for line in open(run_dir / "metrics.jsonl")]

@@ -424,6 +424,23 @@ def test_an_annealed_rate_that_ends_before_the_run_is_warned():
         preflight.check_values(run, None, run_length(run))
 
 
+@pytest.mark.parametrize("preset, changes", [
+    ("cartpole-a2c", []), ("cartpole-dqn", []), ("cartpole-ppo", ["anneal_lr=false"])])
+def test_schedule_steps_where_nothing_anneals_is_refused(capsys, logdir, preset, changes):
+    """schedule_steps sets how long schedules tied to the run's length last: an agent with
+    none (A2C, DQN; PPO without anneal_lr) refuses it, naming the value."""
+    sets = [a for c in changes for a in ("--set", c)]
+    _cli_refuses(capsys, logdir, [preset, *sets, "--schedule-steps", "5000"],
+                 "schedule_steps=5000", "nothing anneals over the run")
+    run = from_preset(preset, schedule_steps=5_000,
+                      **{c.split("=")[0]: False for c in changes})
+    with pytest.raises(ValueError, match="schedule_steps=5000 .* has none .nothing anneals"):
+        preflight.check_values(run, None, run_length(run))
+    # where the learning rate anneals, it is taken
+    run = from_preset("cartpole-ppo", anneal_lr=True, schedule_steps=5_000, total_steps=5_000)
+    preflight.check_values(run, None, run_length(run))
+
+
 def test_a_nan_observation_is_refused_by_the_policy(tmp_path):
     run = rljax.train("cartpole-a2c", total_steps=2_000, logdir=str(tmp_path),
                       tensorboard=False)
