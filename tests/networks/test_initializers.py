@@ -40,13 +40,14 @@ def test_the_draw_is_traced_once_per_shape_across_applies():
     assert len(traces) == 3  # without it: one trace per apply
 
 
-def test_orthogonal_is_traced_once_per_shape():
+def test_orthogonal_is_traced_once_per_shape(monkeypatch):
     from rljax.networks import orthogonal as module
 
-    jax.eval_shape(lambda: orthogonal(2.0)(jax.random.key(0), (8, 4)))
-    size = module._draw._cache_size()
-    for k in range(3):  # other keys, other initializer objects of the same gain
-        jax.eval_shape(lambda k=k: orthogonal(2.0)(jax.random.key(k), (8, 4)))
-    assert module._draw._cache_size() == size
-    jax.eval_shape(lambda: orthogonal(2.0)(jax.random.key(0), (8, 5)))
-    assert module._draw._cache_size() == size + 1
+    traces, householder_q = [], module.householder_q
+    monkeypatch.setattr(module, "householder_q",
+                        lambda a: traces.append(a.shape) or householder_q(a))
+    for k in range(4):  # other keys, other initializer objects of the same gain
+        jax.eval_shape(lambda k=k: orthogonal(2.0)(jax.random.key(k), (11, 3)))
+    assert traces == [(11, 3)], traces
+    jax.eval_shape(lambda: orthogonal(2.0)(jax.random.key(0), (11, 4)))
+    assert traces == [(11, 3), (11, 4)], traces
