@@ -239,8 +239,9 @@ def members(ctx: Context) -> dict:
 LEARNING = (("minatar-breakout-ppo", 16, 0.4, []),
             ("minatar-breakout-pqn", 16, 0.4, []),
             ("breakout-pqn", 1, 1.0, []))
-# (one multi-seed JAX-native run for the report, one single-seed envpool run)
-SMOKE_LEARNING = (("minatar-breakout-ppo", 2, 0.5, ["--total-steps", "16384"]),
+# (one multi-seed JAX-native run for the report, one single-seed envpool run; small nets,
+# short to compile: the stage's code is the same for every preset)
+SMOKE_LEARNING = (("gymnax-cartpole-ppo", 2, 0.5, ["--total-steps", "8192"]),
                   ("cartpole-pqn", 1, 1.0, ["--total-steps", "4096"]))
 
 

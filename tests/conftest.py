@@ -3,8 +3,10 @@
 
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
+import tempfile
 
 # Most test programs are short and compile-bound: they compile with JAX's
 # ``jax_disable_most_optimizations`` (XLA backend -O0, LLVM's expensive passes off), which
@@ -15,9 +17,18 @@ import sys
 # the defaults.
 os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
 # The CLI and API keep compiled programs in JAX's persistent compilation cache
-# (~/.cache/rljax/jax); the tests compile afresh and leave the user's cache alone, except
-# those that test the cache (with a folder of their own).
-os.environ.setdefault("RLJAX_COMPILE_CACHE", "0")
+# (~/.cache/rljax/jax). The tests leave the user's cache alone: a test session starts with
+# an empty cache folder of its own (made here, in the pytest process, and handed to the
+# pytest-xdist workers and the tests' subprocesses through the environment; removed at the
+# session's end), so a program that several tests or subprocesses build the same (a preset
+# at the same sizes) compiles once per session. The tests of the cache itself use folders
+# of their own. (On tests/run/test_resume.py alone this took 257 s down to 159 s.)
+if "RLJAX_CACHE_DIR" not in os.environ and "RLJAX_COMPILE_CACHE" not in os.environ:
+    os.environ["RLJAX_CACHE_DIR"] = tempfile.mkdtemp(prefix="rljax-test-cache-")
+    os.environ["RLJAX_COMPILE_CACHE"] = "1"
+    _SESSION_CACHE = os.environ["RLJAX_CACHE_DIR"]
+else:
+    _SESSION_CACHE = None
 if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = (f"{os.environ.get('XLA_FLAGS', '')} "
                                "--xla_backend_optimization_level=1").strip()
@@ -92,6 +103,11 @@ def pytest_collection_modifyitems(session, config, items):
         return len(LONGEST_FIRST) + (item.path not in slow_files)
 
     items.sort(key=rank)
+
+
+def pytest_unconfigure(config):
+    if _SESSION_CACHE:  # the pytest process that made it (not an xdist worker)
+        shutil.rmtree(_SESSION_CACHE, ignore_errors=True)
 
 
 def pytest_configure(config):

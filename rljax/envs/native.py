@@ -85,9 +85,9 @@ class Suite(NamedTuple):
 
 
 def _gymnax_make(name: str):
-    import gymnax
+    from rljax.envs.gymnax_import import gymnax
 
-    return gymnax.make(name)
+    return gymnax().make(name)
 
 
 def _gymnax_split(env, params, state, done):

@@ -33,11 +33,13 @@ import jax.numpy as jnp
 
 from rljax.networks.core import Network, get_activation
 from rljax.networks.ddpg import make_ddpg_critic
+from rljax.networks.initializers import traced_once
 from rljax.networks.torso import UserTorso, apply_torso
 from rljax.networks.value import check_sizes
 from rljax.types import Array, PRNGKey
 
-_TORCH_LINEAR_INIT = nn.initializers.variance_scaling(1.0 / 3.0, "fan_in", "uniform")
+_TORCH_LINEAR_INIT = traced_once(
+    nn.initializers.variance_scaling(1.0 / 3.0, "fan_in", "uniform"))
 
 TWIN = 2
 

@@ -41,6 +41,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from rljax.networks.initializers import LECUN_NORMAL
 from rljax.types import Array
 
 _DN = ("NHWC", "HWIO", "NHWC")
@@ -151,7 +152,7 @@ class Conv(nn.Module):
     features: int
     kernel_size: tuple[int, int]
     stride: int = 1
-    kernel_init: nn.initializers.Initializer = nn.initializers.lecun_normal()
+    kernel_init: nn.initializers.Initializer = LECUN_NORMAL
     bias_init: nn.initializers.Initializer = nn.initializers.zeros_init()
     method: str = "matmul"
 

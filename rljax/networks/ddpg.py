@@ -34,20 +34,22 @@ import jax.numpy as jnp
 import numpy as np
 
 from rljax.networks.core import Network, get_activation
+from rljax.networks.initializers import traced_once
 from rljax.networks.torso import UserTorso, apply_torso
 from rljax.networks.value import check_sigma0, check_sizes, dense, noise_args
 from rljax.types import Array, PRNGKey
 
 # Lillicrap et al.: hidden layers U(-1/sqrt(fan_in), 1/sqrt(fan_in)), output layer
 # U(-3e-3, 3e-3) so that initial actions and Q-values are near zero.
-_HIDDEN_INIT = nn.initializers.variance_scaling(1.0 / 3.0, "fan_in", "uniform")
+_HIDDEN_INIT = traced_once(nn.initializers.variance_scaling(1.0 / 3.0, "fan_in", "uniform"))
 
 
+@functools.cache
 def _symmetric_uniform(limit: float) -> Callable:
     def init(key: PRNGKey, shape: tuple[int, ...], dtype: Any = jnp.float32) -> Array:
         return jax.random.uniform(key, shape, dtype, -limit, limit)
 
-    return init
+    return traced_once(init)
 
 
 def _activation(name: str, negative_slope: float) -> Callable[[Array], Array]:

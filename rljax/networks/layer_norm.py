@@ -19,6 +19,7 @@ import jax.numpy as jnp
 from rljax.networks.conv import METHODS as CONV_METHODS
 from rljax.networks.conv import Conv
 from rljax.networks.core import Network, from_module, get_activation
+from rljax.networks.initializers import HE_NORMAL
 from rljax.types import Array
 
 
@@ -38,7 +39,7 @@ class LayerNormMLP(nn.Module):
         act = get_activation(self.activation)
         x = x.astype(jnp.float32)
         for size in self.hidden_sizes:
-            x = act(_normalized(nn.Dense(size, kernel_init=nn.initializers.he_normal())(x),
+            x = act(_normalized(nn.Dense(size, kernel_init=HE_NORMAL)(x),
                                 self.layer_norm))
         return x
 
@@ -60,7 +61,7 @@ class LayerNormNatureCNN(nn.Module):
         batch_shape = x.shape[:-3]
         x = x.reshape((-1,) + x.shape[-3:])
         x = jnp.transpose(x, (0, 2, 3, 1)).astype(jnp.float32) / 255.0
-        init = nn.initializers.he_normal()
+        init = HE_NORMAL
         conv = functools.partial(Conv, kernel_init=init, method=self.conv_method)
         for features, kernel, stride in ((32, 8, 4), (64, 4, 2), (64, 3, 1)):
             x = nn.relu(_normalized(conv(features, (kernel, kernel), stride)(x),

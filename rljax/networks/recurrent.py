@@ -32,6 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from rljax.networks.core import MLP, NatureCNN
+from rljax.networks.initializers import LECUN_NORMAL
 from rljax.networks.layer_norm import LayerNormMLP, LayerNormNatureCNN
 from rljax.networks.orthogonal import orthogonal
 from rljax.networks.torso import HeadSpec, check_torso, resolve
@@ -96,7 +97,7 @@ class RecurrentModule(nn.Module):
         else:
             self.torso = MLP(tuple(self.torso_sizes), activation=self.activation)
         # recurrent kernels orthogonal without LAPACK (rljax/networks/orthogonal.py)
-        self.cell = CORES[self.kind](features=self.memory_size,
+        self.cell = CORES[self.kind](features=self.memory_size, kernel_init=LECUN_NORMAL,
                                      recurrent_kernel_init=orthogonal())
         self.out = [MLP(tuple(self.head_sizes), output_size=h.size, activation=self.activation,
                         output_scale=h.scale) for h in self.heads]

@@ -22,6 +22,7 @@ import numpy as np
 
 from rljax.networks.conv import METHODS as CONV_METHODS
 from rljax.networks.core import Network, Torso, get_activation
+from rljax.networks.initializers import LECUN_NORMAL
 from rljax.networks.noisy import NOISE, NoisyDense
 from rljax.networks.orthogonal import orthogonal
 from rljax.networks.torso import UserTorso, apply_torso, user_torso
@@ -66,8 +67,7 @@ def dense(features: int, *, noisy: bool, sigma0: float, name: str,
     if noisy:
         layer = NoisyDense(features, sigma0, name=name)
         return lambda x, deterministic: layer(x, deterministic=deterministic)
-    kwargs = {} if kernel_init is None else {"kernel_init": kernel_init}
-    layer = nn.Dense(features, name=name, **kwargs)
+    layer = nn.Dense(features, name=name, kernel_init=kernel_init or LECUN_NORMAL)
     return lambda x, deterministic: layer(x)
 
 

@@ -273,7 +273,8 @@ class Peers:
         """None when this process was started with process 0's ``value`` for ``name``
         (process 0: when every process was), else the disagreement as words. Process 0
         runs the coordinator: it returns only once the others have read its value, or
-        JAX would abort them with the coordinator gone."""
+        JAX would abort them with the coordinator gone, and once they have gone; they
+        return once it has read their values."""
         key, what = f"rljax/same/{name}", f"comparing {name}"
         self.client.key_value_set(f"{key}/{self.pid}", value, allow_overwrite=True)
         if self.pid != 0:
@@ -281,10 +282,18 @@ class Peers:
             if first is None:
                 raise PeerLost(self.message([0], what))
             self.client.key_value_set(f"{key}/read/{self.pid}", "1", allow_overwrite=True)
+            # Stay until process 0 has read every value (a process that leaves closes its
+            # connection, and the coordinator's reads fail after that), then say so and
+            # go: process 0 leaves last.
+            self._get(f"{key}/done", time.monotonic() + self.timeout)
+            self.client.key_value_set(f"{key}/gone/{self.pid}", "1", allow_overwrite=True)
             values = {0: first}
         else:
             values = self._gather(key, value, what)
             self._gather(f"{key}/read", "1", what)
+            self.client.key_value_set(f"{key}/done", "1", allow_overwrite=True)
+            with contextlib.suppress(Exception):  # a process gone may close the connection
+                self._gather(f"{key}/gone", "1", what, strict=False)
         for p, v in sorted(values.items()):
             if v != value:
                 return (f"process {p} was started with {name} {v}, process {self.pid} with "
