@@ -8,7 +8,8 @@ The compiled programs are kept in JAX's persistent compilation cache, in
 ``$RLJAX_CACHE_DIR/jax`` (default ``~/.cache/rljax/jax``), so a second run of the same
 configuration loads them instead of compiling again. ``RLJAX_COMPILE_CACHE=0`` (or
 ``rljax train --no-compile-cache``) turns the cache off; a cache folder set through JAX's
-own ``jax_compilation_cache_dir`` is used as it is.
+own ``jax_compilation_cache_dir`` is used as it is. With jaxlib 0.9 or older the cache is
+off unless ``RLJAX_COMPILE_CACHE=1`` (its XLA:CPU warns on stderr at every load).
 """
 
 from __future__ import annotations
@@ -40,8 +41,23 @@ def cache_dir() -> str:
 
 
 def cache_enabled() -> bool:
-    """Whether rljax should turn the compilation cache on (``RLJAX_COMPILE_CACHE``)."""
-    return os.environ.get(ENV_FLAG, "1").strip().lower() not in _OFF
+    """Whether rljax should turn the compilation cache on (``RLJAX_COMPILE_CACHE``; unset:
+    on, except with jaxlib 0.9 or older, whose XLA:CPU writes a page of C++ warnings to
+    stderr each time it loads a program from the cache: ``RLJAX_COMPILE_CACHE=1`` turns
+    it on there)."""
+    flag = os.environ.get(ENV_FLAG)
+    if flag is None:
+        return _jaxlib_version() >= (0, 10)
+    return flag.strip().lower() not in _OFF
+
+
+def _jaxlib_version() -> tuple[int, ...]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return tuple(int(p) for p in version("jaxlib").split(".")[:2])
+    except (PackageNotFoundError, ValueError):
+        return (0, 0)
 
 
 def enable_compile_cache() -> str | None:

@@ -75,6 +75,17 @@ def test_cache_dir_follows_rljax_cache_dir(monkeypatch, tmp_path):
     assert not startup.cache_enabled()
 
 
+def test_cache_on_by_default_except_with_jaxlib_0_9(monkeypatch):
+    monkeypatch.delenv("RLJAX_COMPILE_CACHE", raising=False)
+    assert startup._jaxlib_version() >= (0, 9)
+    monkeypatch.setattr(startup, "_jaxlib_version", lambda: (0, 10))
+    assert startup.cache_enabled()
+    monkeypatch.setattr(startup, "_jaxlib_version", lambda: (0, 9))
+    assert not startup.cache_enabled()  # its loads warn on stderr
+    monkeypatch.setenv("RLJAX_COMPILE_CACHE", "1")
+    assert startup.cache_enabled()
+
+
 @pytest.mark.parametrize("spans,total", [([], 0.0), ([(0, 2), (1, 3)], 3.0),
                                          ([(0, 1), (2, 3), (0.5, 0.7)], 2.0)])
 def test_compile_clock_counts_overlaps_once(spans, total):
