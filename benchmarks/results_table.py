@@ -42,9 +42,9 @@ GPU_CAMPAIGN = "campaign_gpu/campaign.json"
 CLEANRL = "CleanRL, Breakout-v5 10M"
 # Why the rows without records were not run on the 2-core CPU (the arithmetic is in
 # docs/results.md, "Not run here").
-GPU_SIZED = "8 x 10M env steps is 1.6-5 h of this CPU per row; a GPU row"
+GPU_SIZED = "8 x 10M env steps is 1.6-9 h of this CPU per row; a GPU row"
 ATARI = "8 x 10M env steps is 7.5 h of this CPU's env-only stepping alone; a GPU row"
-REACHER = "8 x 1M off-policy env steps is about 6 h of this CPU"
+REACHER = "8 x 1M off-policy env steps is 6-8 h of this CPU"
 
 
 class Row(NamedTuple):
