@@ -1,8 +1,12 @@
-"""The uniformly random policy's score on a JAX-native task: the floor a learning curve is
-read against (a rising curve means little until it is compared with what random actions
-reach).
+"""The uniformly random policy's score on a task: the floor a learning curve is read against
+(a rising curve means little until it is compared with what random actions reach).
 
     python -m benchmarks.random_baseline craftax:Craftax-Classic-Symbolic-v1 --steps 200000
+    python -m benchmarks.random_baseline Reacher-v5 --steps 200000 --save
+
+Any task id ``rljax envs`` lists: the JAX-native ones are stepped inside the program, envpool's
+through its XLA call, in the same jitted scan. ``--save`` adds the measurement to
+``benchmarks/results/random_scores.json`` (the random column of the results table).
 
 Runs ``--num-envs`` envs with uniform random actions (for continuous tasks uniform within
 the action bounds) in one jitted scan and prints the mean, median and spread of the returns
@@ -14,6 +18,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import sys
 import time
 
 import jax
@@ -21,6 +27,9 @@ import numpy as np
 
 from rljax import envs
 from rljax.envs.native import achievement_rates
+
+SCORES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
+                      "random_scores.json")
 
 
 def random_episodes(task_id: str, num_envs: int, steps: int, seed: int = 0,
@@ -74,15 +83,34 @@ def random_episodes(task_id: str, num_envs: int, steps: int, seed: int = 0,
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("task", help="a JAX-native task id, e.g. gymnax:Breakout-MinAtar")
+    parser.add_argument("task", help="a task id, e.g. gymnax:Breakout-MinAtar or Reacher-v5")
     parser.add_argument("--steps", type=int, default=200_000, help="env steps in all")
     parser.add_argument("--num-envs", type=int, default=64)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--save", action="store_true",
+                        help=f"add the result to {os.path.relpath(SCORES)}")
     args = parser.parse_args(argv)
-    if not envs.is_native(args.task):
-        parser.error(f"{args.task} is not a JAX-native task id (see `rljax envs`)")
+    try:
+        envs.check_task(args.task)
+    except ValueError as e:
+        parser.error(str(e))
     result = random_episodes(args.task, args.num_envs, args.steps, args.seed)
     print(json.dumps(result, indent=1))
+    if args.save:
+        save(result, " ".join(["python -m benchmarks.random_baseline", *(argv or sys.argv[1:])]))
+
+
+def save(result: dict, command: str) -> None:
+    """Adds ``result`` (with the ``command`` that measured it) to the stored scores, keyed
+    by task id, the other tasks' records kept as they are."""
+    with open(SCORES) as f:
+        scores = json.load(f)
+    record = {k: v for k, v in result.items() if k != "task"}
+    record["command"] = command.replace(" --save", "")
+    scores[result["task"]] = record
+    with open(SCORES, "w") as f:
+        json.dump(dict(sorted(scores.items())), f, indent=1)
+        f.write("\n")
 
 
 if __name__ == "__main__":

@@ -40,6 +40,11 @@ BLINES = "gymnax-blines PPO, 10M"
 # The GPU campaign's learning runs: their summaries (per-seed finals) are what came back.
 GPU_CAMPAIGN = "campaign_gpu/campaign.json"
 CLEANRL = "CleanRL, Breakout-v5 10M"
+# Why the rows without records were not run on the 2-core CPU (the arithmetic is in
+# docs/results.md, "Not run here").
+GPU_SIZED = "8 x 10M env steps is 1.6-9 h of this CPU per row; a GPU row"
+ATARI = "8 x 10M env steps is 7.5 h of this CPU's env-only stepping alone; a GPU row"
+REACHER = "8 x 1M off-policy env steps is 6-8 h of this CPU"
 
 
 class Row(NamedTuple):
@@ -48,6 +53,7 @@ class Row(NamedTuple):
     records: str  # under benchmarks/results/
     command: str
     published: str = ""
+    why: str = ""  # why a row without records was not run here (docs/results.md details it)
 
 
 def _minatar(game: str, preset: str, figure: str = "") -> list[Row]:
@@ -58,7 +64,7 @@ def _minatar(game: str, preset: str, figure: str = "") -> list[Row]:
         flag = f" --env {env}" if preset == "breakout" and game != "Breakout" else ""
         rows.append(Row(f"MinAtar {game} {algo.upper()}, 10M", env, f"table/{name}-{game.lower()}",
                         f"rljax train {name}{flag} --seeds 8",
-                        f"{figure} ({BLINES})" if figure and algo == "ppo" else ""))
+                        f"{figure} ({BLINES})" if figure and algo == "ppo" else "", GPU_SIZED))
     return rows
 
 
@@ -101,15 +107,16 @@ ROWS: list[Row] = [
     *_minatar("SpaceInvaders", "space-invaders", "131"),
     *_minatar("Seaquest", "breakout"),
     Row("Reacher SAC", "Reacher-v5", "table/reacher-sac",
-        "rljax train reacher-sac --seeds 8 --eval-every 20000"),
+        "rljax train reacher-sac --seeds 8 --eval-every 20000", why=REACHER),
     Row("Reacher TD3", "Reacher-v5", "table/reacher-td3",
-        "rljax train reacher-td3 --seeds 8 --eval-every 20000"),
+        "rljax train reacher-td3 --seeds 8 --eval-every 20000", why=REACHER),
     Row("Breakout (Atari) PPO, 10M", "Breakout-v5", "table/breakout-ppo",
-        "rljax train breakout-ppo --seeds 8", f"430.1 (PPO envpool-XLA; {CLEANRL})"),
+        "rljax train breakout-ppo --seeds 8", f"430.1 (PPO envpool-XLA; {CLEANRL})", ATARI),
     Row("Breakout (Atari) DQN, 10M", "Breakout-v5", "table/breakout-dqn",
-        "rljax train breakout-dqn --seeds 8", f"377.8 (DQN JAX), 448.6 (C51 JAX); {CLEANRL}"),
+        "rljax train breakout-dqn --seeds 8", f"377.8 (DQN JAX), 448.6 (C51 JAX); {CLEANRL}",
+        ATARI),
     Row("Breakout (Atari) PQN, 10M", "Breakout-v5", "table/breakout-pqn",
-        "rljax train breakout-pqn --seeds 8", f"400.4 (PQN-LSTM; {CLEANRL})"),
+        "rljax train breakout-pqn --seeds 8", f"400.4 (PQN-LSTM; {CLEANRL})", ATARI),
     Row("Craftax (full) PPO / PPO-RNN, 1M", "craftax:Craftax-Symbolic-v1", "table/craftax-1m",
         "(no rljax preset for the full Craftax yet)",
         "PPO 2.2%, PPO-RNN 2.3% of the maximum return (Craftax paper, Craftax-1M)"),
@@ -147,8 +154,8 @@ def row_cells(row: Row) -> list[str]:
     if "#" in row.records:
         return cells + _campaign_cells(row)
     if not os.path.isdir(path):
-        return cells + ["", "not run here", "", random, row.published, "",
-                        f"`{row.command}`"]
+        missing = f"not run here: {row.why}" if row.why else "not run here"
+        return cells + ["", missing, "", random, row.published, "", f"`{row.command}`"]
     report, _, _ = build([path], allow_one_seed=True)
     (t,) = report["tasks"]
     greedy = _ci(t["eval"]["iqm"]) if "eval" in t else ""

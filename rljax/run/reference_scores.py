@@ -39,6 +39,8 @@ SCORES: dict[str, TaskScores] = {
     "gymnax:Asterix-MinAtar": TaskScores(0.51, _MEASURED, 15.0, _BLINES),
     "gymnax:Freeway-MinAtar": TaskScores(0.26, _MEASURED, 58.0, _BLINES),
     "gymnax:SpaceInvaders-MinAtar": TaskScores(4.12, _MEASURED, 131.0, _BLINES),
+    "Reacher-v5": TaskScores(-42.90, _MEASURED, -3.75,
+                             "Gymnasium's reward threshold for Reacher-v5"),
     "Breakout-v5": TaskScores(1.7, "Mnih et al. 2015 (Nature), random agent", 430.1,
                               "CleanRL PPO envpool-XLA, 10M env steps (Huang et al. 2022)"),
 }

@@ -202,3 +202,21 @@ def test_results_table_rows_come_from_the_records(tmp_path, monkeypatch):
     assert cells[5] == "22.09" and cells[-2] == "60 s"
     missing = results_table.row_cells(row._replace(records="table/none"))
     assert missing[3] == "not run here" and missing[-1] == "`rljax train x`"
+    why = results_table.row_cells(row._replace(records="table/none", why="too slow"))
+    assert why[3] == "not run here: too slow"
+
+
+def test_random_baseline_on_a_continuous_envpool_task_and_its_record(tmp_path, monkeypatch):
+    from benchmarks import random_baseline
+
+    got = random_baseline.random_episodes("Reacher-v5", num_envs=2, steps=128, chunk=64)
+    assert got["episodes"] == 2 and got["length_mean"] == 50.0
+    assert -100.0 < got["return_mean"] < 0.0  # distance and control costs only
+    scores = tmp_path / "random_scores.json"
+    scores.write_text(json.dumps({"gymnax:CartPole-v1": {"return_mean": 22.09}}))
+    monkeypatch.setattr(random_baseline, "SCORES", str(scores))
+    random_baseline.save(got, "python -m benchmarks.random_baseline Reacher-v5 --save")
+    saved = json.loads(scores.read_text())
+    assert saved["gymnax:CartPole-v1"] == {"return_mean": 22.09}
+    assert saved["Reacher-v5"]["return_mean"] == got["return_mean"]
+    assert saved["Reacher-v5"]["command"] == "python -m benchmarks.random_baseline Reacher-v5"
