@@ -55,7 +55,7 @@ class GRUActorCritic(nn.Module):
     def __call__(self, carry, obs, done):
         x = nn.relu(nn.Dense(self.hidden, kernel_init=orthogonal(np.sqrt(2)),
                              bias_init=constant(0.0))(obs))
-        carry, y = _ResetScan(self.hidden)(carry, (x, done))
+        carry, y = ResetScan(self.hidden)(carry, (x, done))
         a = nn.relu(nn.Dense(self.hidden, kernel_init=orthogonal(2.0))(y))
         logits = nn.Dense(self.num_actions, kernel_init=orthogonal(0.01))(a)
         c = nn.relu(nn.Dense(self.hidden, kernel_init=orthogonal(2.0))(y))
@@ -63,7 +63,7 @@ class GRUActorCritic(nn.Module):
         return carry, logits, value
 
 
-class _ResetScan(nn.Module):
+class ResetScan(nn.Module):
     hidden: int
 
     @nn.compact
