@@ -4,8 +4,10 @@ compiled training chunk, and the whole command as run with its compile time take
 
 - Steady (``--rows ppo pqn pqn-minatar``): rljax's chunk and the reference's
   (benchmarks/reference_native.py) at the same sizes, the same env steps per call, in
-  one process, called in alternating pairs; the figure is the median of the per-pair
-  ratios of rates (rljax / reference: above 1 rljax is faster).
+  one process, called in alternating pairs; the figures are the medians of the per-pair
+  ratios of wall time and of the process's CPU time (rljax / reference: above 1 rljax is
+  faster; on one XLA thread the CPU time is the work done, less moved by other processes'
+  load than the wall time).
 - As run (``--rows ppo-as-run``): ``rljax train gymnax-cartpole-ppo-purejaxrl`` as a user
   runs it (the persistent compilation cache off) and the reference's whole training as one
   program (PureJaxRL's way: ``jit`` of a scan over every update), each in a fresh process,
@@ -36,7 +38,7 @@ import sys
 import tempfile
 import time
 
-from benchmarks.common import median, timed, write_results
+from benchmarks.common import median, timed_wall_cpu, write_results
 
 # row: (preset, config changes, loop sizes (num_envs, rollout_len) or None, updates a call)
 STEADY = {
@@ -78,25 +80,31 @@ def steady(row: str, pairs: int) -> dict:
     program = compiled_chunk(run)
     reference = ReferenceLoop(run.algo, run.env_id, _sizes(run.config), updates)
 
-    def rljax_sps() -> float:
-        def go():
-            program["state"], _ = program["chunk"](program["state"])
-            return program["state"]
-        return program["steps"] / timed(go)
+    def rljax_call():
+        program["state"], _ = program["chunk"](program["state"])
+        return program["state"]
+
+    def reference_call():
+        reference._carry = reference._run(reference._carry)
+        return reference._carry
 
     load_before = os.getloadavg()
     ours, theirs = [], []
     for k in range(pairs):  # alternate which goes first
         if k % 2 == 0:
-            ours.append(rljax_sps())
-            theirs.append(reference.steps_per_second())
+            ours.append(timed_wall_cpu(rljax_call))
+            theirs.append(timed_wall_cpu(reference_call))
         else:
-            theirs.append(reference.steps_per_second())
-            ours.append(rljax_sps())
-    ratios = [o / t for o, t in zip(ours, theirs, strict=True)]
+            theirs.append(timed_wall_cpu(reference_call))
+            ours.append(timed_wall_cpu(rljax_call))
+    ratios = [t[0] / o[0] for o, t in zip(ours, theirs, strict=True)]
+    cpu_ratios = [t[1] / o[1] for o, t in zip(ours, theirs, strict=True)]
+    steps = program["steps"]
     return {"preset": preset, "changes": {k: str(v) for k, v in changes.items()},
-            "steps_per_call": program["steps"], "rljax_sps": median(ours),
-            "reference_sps": median(theirs), "ratio_median": median(ratios), "ratios": ratios,
+            "steps_per_call": steps, "rljax_sps": steps / median([o[0] for o in ours]),
+            "reference_sps": steps / median([t[0] for t in theirs]),
+            "ratio_median": median(ratios), "ratios": ratios,
+            "cpu_ratio_median": median(cpu_ratios), "cpu_ratios": cpu_ratios,
             "pairs": pairs, "load_before": load_before, "load_after": os.getloadavg()}
 
 
@@ -189,7 +197,9 @@ def main() -> None:
              else steady(row, args.pairs))
         results["rows"][row] = r
         print(f"{row}: rljax / reference, median of {r['pairs']} pairs: "
-              f"{r['ratio_median']:.3f} (pairs {min(r['ratios']):.2f}-{max(r['ratios']):.2f}); "
+              f"{r['ratio_median']:.3f} (pairs {min(r['ratios']):.2f}-{max(r['ratios']):.2f})"
+              + (f", CPU time {r['cpu_ratio_median']:.3f}" if "cpu_ratio_median" in r else "")
+              + "; "
               f"load {r['load_before'][0]:.1f} -> {r['load_after'][0]:.1f}", flush=True)
     path = write_results("originals" + (f"_{args.tag}" if args.tag else ""), results)
     print(path)
