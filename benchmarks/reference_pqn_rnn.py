@@ -38,7 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from benchmarks.reference_rnn import ResetScan
+from benchmarks.reference_rnn import ResetScan, sequence_epochs
 
 
 class Sizes(NamedTuple):
@@ -138,23 +138,6 @@ def make_pqn_rnn(s: Sizes = PQN_RNN, gamma=0.99, lam=0.95, reward_scale=0.1,
         chosen = jnp.take_along_axis(q, action[..., None], -1)[..., 0]
         return 0.5 * jnp.square(chosen[:-1] - target).mean()
 
-    def epochs(weights, opt_state, seqs, key):
-        def epoch(c, key):
-            perm = jax.random.permutation(key, s.num_envs)
-            mbs = jax.tree.map(lambda x: x[:, perm].reshape(
-                (x.shape[0], s.num_minibatches, -1) + x.shape[2:]).swapaxes(0, 1), seqs)
-
-            def minibatch(c, mb):
-                weights, opt_state = c
-                grads = jax.grad(loss)(weights, mb)
-                updates, opt_state = opt.update(grads, opt_state, weights)
-                return (optax.apply_updates(weights, updates), opt_state), None
-
-            return jax.lax.scan(minibatch, c, mbs)[0], None
-
-        return jax.lax.scan(epoch, (weights, opt_state),
-                            jax.random.split(key, s.num_epochs))[0]
-
     def update(carry, _):
         weights, opt_state, explore, memory, n = carry
         eps = epsilon(n)
@@ -162,7 +145,7 @@ def make_pqn_rnn(s: Sizes = PQN_RNN, gamma=0.99, lam=0.95, reward_scale=0.1,
                                         s.rollout_len)
         seqs = jax.tree.map(lambda m, r: jnp.concatenate([m, r]), memory, rollout)
         key, k_epochs = jax.random.split(explore[-1])
-        weights, opt_state = epochs(weights, opt_state, seqs, k_epochs)
+        weights, opt_state = sequence_epochs(opt, loss, s, weights, opt_state, seqs, k_epochs)
         memory = jax.tree.map(lambda x: x[x.shape[0] - window:], seqs)
         return (weights, opt_state, explore[:-1] + (key,), memory, n + 1), None
 

@@ -77,6 +77,26 @@ class ResetScan(nn.Module):
         return scan(nn.GRUCell(features=self.hidden), carry, inputs)
 
 
+def sequence_epochs(opt, loss, s, weights, opt_state, seqs, key):
+    """``s.num_epochs`` epochs of one ``opt`` step on ``grad(loss)`` per minibatch of whole
+    env sequences: ``seqs``' leaves are time-major ``[T, num_envs, ...]``, the envs shuffled
+    and split into ``s.num_minibatches`` each epoch."""
+    def epoch(c, key):
+        perm = jax.random.permutation(key, s.num_envs)
+        mbs = jax.tree.map(lambda x: x[:, perm].reshape(
+            (x.shape[0], s.num_minibatches, -1) + x.shape[2:]).swapaxes(0, 1), seqs)
+
+        def minibatch(c, mb):
+            weights, opt_state = c
+            grads = jax.grad(loss)(weights, mb)
+            updates, opt_state = opt.update(grads, opt_state, weights)
+            return (optax.apply_updates(weights, updates), opt_state), None
+
+        return jax.lax.scan(minibatch, c, mbs)[0], None
+
+    return jax.lax.scan(epoch, (weights, opt_state), jax.random.split(key, s.num_epochs))[0]
+
+
 def make_ppo_rnn(s: Sizes = PPO_RNN, gamma=0.99, lam=0.95, clip=0.2, ent=0.01, vf=0.5):
     """``(init(key) -> carry, run(carry, updates) -> carry)``."""
     env, params = gymnax.make("CartPole-v1")
@@ -111,7 +131,7 @@ def make_ppo_rnn(s: Sizes = PPO_RNN, gamma=0.99, lam=0.95, clip=0.2, ent=0.01, v
 
     def loss(weights, mb):
         h0, obs, done, action, logp_old, value_old, adv, target = mb
-        _, logits, value = net.apply(weights, h0, obs, done)
+        _, logits, value = net.apply(weights, h0[0], obs, done)
         logp_all = jax.nn.log_softmax(logits)
         logp = jnp.take_along_axis(logp_all, action[..., None], -1)[..., 0]
         ratio = jnp.exp(logp - logp_old)
@@ -123,25 +143,6 @@ def make_ppo_rnn(s: Sizes = PPO_RNN, gamma=0.99, lam=0.95, clip=0.2, ent=0.01, v
         entropy = -(jnp.exp(logp_all) * logp_all).sum(-1).mean()
         return pg + vf * v_loss - ent * entropy
 
-    def epochs(weights, opt_state, data, key):
-        def epoch(c, key):
-            perm = jax.random.permutation(key, s.num_envs)
-            h0, seqs = data[0], data[1:]
-            mbs = (h0[perm].reshape((s.num_minibatches, -1) + h0.shape[1:]),
-                   *(x[:, perm].reshape((x.shape[0], s.num_minibatches, -1) + x.shape[2:])
-                     .swapaxes(0, 1) for x in seqs))
-
-            def minibatch(c, mb):
-                weights, opt_state = c
-                grads = jax.grad(loss)(weights, mb)
-                updates, opt_state = opt.update(grads, opt_state, weights)
-                return (optax.apply_updates(weights, updates), opt_state), None
-
-            return jax.lax.scan(minibatch, c, mbs)[0], None
-
-        return jax.lax.scan(epoch, (weights, opt_state),
-                            jax.random.split(key, s.num_epochs))[0]
-
     def update(carry, _):
         h_start = carry[5]
         carry, (obs, done, action, logp, value, reward, ndone) = jax.lax.scan(
@@ -151,8 +152,8 @@ def make_ppo_rnn(s: Sizes = PPO_RNN, gamma=0.99, lam=0.95, clip=0.2, ent=0.01, v
 
         adv = gae(reward, ndone.astype(jnp.float32), value, last_v[0], gamma, lam)
         key, k_epochs = jax.random.split(key)
-        data = (h_start, obs, done, action, logp, value, adv, adv + value)
-        weights, opt_state = epochs(weights, opt_state, data, k_epochs)
+        data = (h_start[None], obs, done, action, logp, value, adv, adv + value)
+        weights, opt_state = sequence_epochs(opt, loss, s, weights, opt_state, data, k_epochs)
         return (weights, opt_state, env_state, last_obs, last_done, h, key), None
 
     def run(carry, updates: int):
