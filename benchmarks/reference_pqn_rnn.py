@@ -28,7 +28,6 @@ rljax's recurrent PQN trains on.
 
 from __future__ import annotations
 
-import time
 from typing import NamedTuple
 
 import flax.linen as nn
@@ -38,7 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from benchmarks.reference_rnn import ResetScan, sequence_epochs
+from benchmarks.reference_rnn import ReferenceRNN, ResetScan, sequence_epochs
 
 
 class Sizes(NamedTuple):
@@ -155,34 +154,16 @@ def make_pqn_rnn(s: Sizes = PQN_RNN, gamma=0.99, lam=0.95, reward_scale=0.1,
     return init, run
 
 
-class ReferencePQNRNN:
-    """A compiled chunk of ``updates`` updates (``run()``, ``steps``), as
-    :class:`benchmarks.reference_rnn.ReferenceRNN` is."""
+class ReferencePQNRNN(ReferenceRNN):
+    """A compiled chunk of ``updates`` updates (``run()``, ``steps``)."""
 
     def __init__(self, sizes: Sizes = PQN_RNN, updates: int = 2):
-        init, run = make_pqn_rnn(sizes)
-        self.updates, self.sizes = updates, sizes
-        self._run = jax.jit(lambda c: run(c, updates), donate_argnums=0)
-        self._carry = self._run(jax.jit(init)(jax.random.key(0)))  # compile + warm up
-        jax.block_until_ready(self._carry)
-
-    def run(self):
-        self._carry = self._run(self._carry)
-        return self._carry
-
-    @property
-    def steps(self) -> int:
-        return self.updates * self.sizes.num_envs * self.sizes.rollout_len
+        super().__init__(sizes, updates, make=make_pqn_rnn)
 
 
 def main() -> None:
     loop = ReferencePQNRNN()
-    times = []
-    for _ in range(5):
-        start = time.perf_counter()
-        jax.block_until_ready(loop.run())
-        times.append(time.perf_counter() - start)
-    print(f"{loop.steps / np.median(times):,.0f} steps/s")
+    print(f"{np.median([loop.steps / loop.seconds() for _ in range(5)]):,.0f} steps/s")
 
 
 if __name__ == "__main__":

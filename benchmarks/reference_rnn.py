@@ -166,8 +166,8 @@ class ReferenceRNN:
     """A compiled chunk of ``updates`` updates: ``steps_per_second()`` runs one and returns
     env steps per second."""
 
-    def __init__(self, sizes: Sizes = PPO_RNN, updates: int = 8):
-        init, run = make_ppo_rnn(sizes)
+    def __init__(self, sizes: Sizes = PPO_RNN, updates: int = 8, make=None):
+        init, run = (make or make_ppo_rnn)(sizes)
         self.updates, self.sizes = updates, sizes
         self._run = jax.jit(lambda c: run(c, updates), donate_argnums=0)
         self._carry = self._run(jax.jit(init)(jax.random.key(0)))  # compile + warm up
