@@ -1,15 +1,26 @@
-"""rljax's recurrent PPO against the single-file reference (benchmarks/reference_rnn.py), in
-one process: PureJaxRL ppo_rnn's configuration on both sides (gymnax CartPole-v1, full
-observations, 4 envs x 128 steps, 4 epochs x 4 minibatches of whole env sequences,
-Dense 128 -> GRU 128 -> heads of 128, Adam 2.5e-4 annealed, no reward scaling), each a
+"""rljax's recurrent PPO and PQN against single-file references, in one process, each a
 compiled chunk of the same number of updates, called in alternating pairs; the figure is
 the median of the per-pair ratios (rljax / reference: above 1 rljax is faster), of wall
 time and of the process's CPU time (on one XLA thread the CPU time is the work done, less
 moved by other processes' load than the wall time).
 
-    python -m benchmarks.recurrent_speed [--pairs 15] [--updates 8] [--threads 1] [--epochs 4]
+- ``--algo ppo`` (benchmarks/reference_rnn.py): PureJaxRL ppo_rnn's configuration on both
+  sides (gymnax CartPole-v1, full observations, 4 envs x 128 steps, 4 epochs x 4
+  minibatches of whole env sequences, Dense 128 -> GRU 128 -> heads of 128, Adam 2.5e-4
+  annealed, no reward scaling).
+- ``--algo pqn`` (benchmarks/reference_pqn_rnn.py): purejaxql pqn_rnn's CartPole
+  configuration (32 envs x 64 steps, 4 epochs x 16 minibatches of whole env sequences,
+  LayerNorm 256-256 -> GRU 256 -> Q-values, RAdam 1e-4 annealed, gradient norm 10, rewards
+  x 0.1, Q(0.95), epsilon 1 -> 0.2 over a fifth of the updates). The reference trains on
+  sequences with a memory window of 4 steps in front of each rollout of 64 and takes its
+  targets from each minibatch's own pass, as purejaxql does; rljax trains on the rollout's
+  64 steps from targets taken once per update. ``--memory-window 0`` gives the reference
+  rljax's sequence length.
 
-Writes benchmarks/results/recurrent_speed.json (with ``uptime``'s load before and after).
+    python -m benchmarks.recurrent_speed [--algo ppo|pqn] [--pairs 15] [--updates 8]
+        [--threads 1] [--epochs 4] [--memory-window 4]
+
+Writes benchmarks/results/recurrent_speed[_pqn].json (with the load before and after).
 """
 
 from __future__ import annotations
@@ -20,30 +31,68 @@ import os
 
 from benchmarks.common import median, timed_wall_cpu, write_results
 
+# gymnax's CartPole with its full observations, in place of the presets' hidden velocities
+_FULL_CARTPOLE = {"env_id": "gymnax:CartPole-v1", "env_options": ()}
+
 
 def rljax_run(updates: int, threads: int, epochs: int = 4):
     """The memory preset with ppo_rnn's configuration, on gymnax's CartPole."""
     from rljax.records import OnPolicyLoop
     from rljax.run.presets import from_preset
 
-    run = from_preset("cartpole-novel-ppo-rnn", env="gymnax:CartPole-v1", env_options={},
-                      cpu_threads=threads, reward_scaling=False, lr=2.5e-4,
-                      num_epochs=epochs)
+    run = from_preset("cartpole-novel-ppo-rnn", cpu_threads=threads, reward_scaling=False,
+                      lr=2.5e-4, num_epochs=epochs)
     config = dataclasses.replace(run.config, loop=OnPolicyLoop(num_envs=4, rollout_len=128))
     steps = updates * 4 * 128
-    return dataclasses.replace(run, config=config, chunk_steps=steps, total_steps=500_224)
+    return dataclasses.replace(run, config=config, chunk_steps=steps, total_steps=500_224,
+                               **_FULL_CARTPOLE)
 
 
-def measure(pairs: int, updates: int, threads: int, epochs: int = 4) -> dict:
+def rljax_pqn_run(updates: int, threads: int, epochs: int = 4):
+    """The memory preset with pqn_rnn's CartPole configuration, on gymnax's CartPole."""
+    from rljax.records import OnPolicyLoop
+    from rljax.run.presets import from_preset
+
+    try:
+        from rljax.records import Memory
+        memory = {"memory": Memory(core="gru", size=256)}
+    except ImportError:  # rljax before the Memory record, for before-and-after figures
+        memory = {"memory": "gru", "memory_size": 256}
+    per_update = 32 * 64
+    total = 500_000 // per_update * per_update  # 244 updates: the reference's schedules
+    run = from_preset("cartpole-novel-pqn-rnn", cpu_threads=threads, lr=1e-4,
+                      hidden_sizes=(256, 256),
+                      **memory, num_epochs=epochs,
+                      num_minibatches=16, max_grad_norm=10.0, reward_scale=0.1,
+                      q_lambda=0.95, epsilon=((0, 1.0), (total // per_update // 5, 0.2)))
+    config = dataclasses.replace(run.config, loop=OnPolicyLoop(num_envs=32, rollout_len=64))
+    return dataclasses.replace(run, config=config, chunk_steps=updates * per_update,
+                               total_steps=total, **_FULL_CARTPOLE)
+
+
+def _programs(algo: str, updates: int, threads: int, epochs: int, window: int):
+    """rljax's compiled chunk and the reference's, ``updates`` updates each."""
+    from benchmarks.common import compiled_chunk
+
+    if algo == "ppo":
+        from benchmarks.reference_rnn import PPO_RNN, ReferenceRNN
+
+        return (compiled_chunk(rljax_run(updates, threads, epochs)),
+                ReferenceRNN(PPO_RNN._replace(num_epochs=epochs), updates=updates))
+    from benchmarks.reference_pqn_rnn import PQN_RNN, ReferencePQNRNN
+
+    return (compiled_chunk(rljax_pqn_run(updates, threads, epochs)),
+            ReferencePQNRNN(PQN_RNN._replace(num_epochs=epochs, memory_window=window),
+                            updates=updates))
+
+
+def measure(pairs: int, updates: int, threads: int, epochs: int = 4, algo: str = "ppo",
+            window: int = 4) -> dict:
     from rljax.cpu_threads import set_cpu_threads
 
     set_cpu_threads(threads)  # before JAX starts its CPU client
-    from benchmarks.common import compiled_chunk
-    from benchmarks.reference_rnn import PPO_RNN, ReferenceRNN
-
     load_before = os.getloadavg()
-    program = compiled_chunk(rljax_run(updates, threads, epochs))
-    reference = ReferenceRNN(PPO_RNN._replace(num_epochs=epochs), updates=updates)
+    program, reference = _programs(algo, updates, threads, epochs, window)
     assert program["steps"] == reference.steps, (program["steps"], reference.steps)
 
     def rljax_seconds() -> tuple[float, float]:
@@ -70,22 +119,31 @@ def measure(pairs: int, updates: int, threads: int, epochs: int = 4) -> dict:
             "reference_sps": steps / median([t[0] for t in theirs]),
             "ratio_median": median(ratios), "ratios": ratios,
             "cpu_ratio_median": median(cpu_ratios), "cpu_ratios": cpu_ratios, "pairs": pairs,
-            "updates_per_chunk": updates, "threads": threads, "epochs": epochs,
+            "updates_per_chunk": updates, "threads": threads, "epochs": epochs, "algo": algo,
+            **({"memory_window": window} if algo == "pqn" else {}),
             "load_before": load_before, "load_after": os.getloadavg()}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--algo", choices=("ppo", "pqn"), default="ppo")
     parser.add_argument("--pairs", type=int, default=15)
-    parser.add_argument("--updates", type=int, default=8)
+    parser.add_argument("--updates", type=int, default=None,
+                        help="updates per chunk (default 8 for ppo, 2 for pqn)")
+    parser.add_argument("--memory-window", type=int, default=4,
+                        help="pqn: steps of the previous rollout in front of each sequence "
+                             "the reference trains on (purejaxql's 4; 0: rljax's length)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--epochs", type=int, default=4,
                         help="epochs per update on both sides (1 against 4 splits acting "
                              "from learning)")
     parser.add_argument("--tag", default="", help="suffix of the results file")
     args = parser.parse_args()
-    result = measure(args.pairs, args.updates, args.threads, args.epochs)
-    path = write_results("recurrent_speed" + (f"_{args.tag}" if args.tag else ""), result)
+    updates = args.updates or (8 if args.algo == "ppo" else 2)
+    result = measure(args.pairs, updates, args.threads, args.epochs, args.algo,
+                     args.memory_window)
+    name = "recurrent_speed" + ("_pqn" if args.algo == "pqn" else "")
+    path = write_results(name + (f"_{args.tag}" if args.tag else ""), result)
     print(f"rljax {result['rljax_sps']:,.0f} steps/s, reference {result['reference_sps']:,.0f}"
           f"; rljax / reference, median of {args.pairs} pairs: {result['ratio_median']:.3f} "
           f"(process CPU time: {result['cpu_ratio_median']:.3f}; "

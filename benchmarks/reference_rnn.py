@@ -55,7 +55,7 @@ class GRUActorCritic(nn.Module):
     def __call__(self, carry, obs, done):
         x = nn.relu(nn.Dense(self.hidden, kernel_init=orthogonal(np.sqrt(2)),
                              bias_init=constant(0.0))(obs))
-        carry, y = _ResetScan(self.hidden)(carry, (x, done))
+        carry, y = ResetScan(self.hidden)(carry, (x, done))
         a = nn.relu(nn.Dense(self.hidden, kernel_init=orthogonal(2.0))(y))
         logits = nn.Dense(self.num_actions, kernel_init=orthogonal(0.01))(a)
         c = nn.relu(nn.Dense(self.hidden, kernel_init=orthogonal(2.0))(y))
@@ -63,7 +63,7 @@ class GRUActorCritic(nn.Module):
         return carry, logits, value
 
 
-class _ResetScan(nn.Module):
+class ResetScan(nn.Module):
     hidden: int
 
     @nn.compact
@@ -75,6 +75,26 @@ class _ResetScan(nn.Module):
 
         scan = nn.scan(step, variable_broadcast="params", split_rngs={"params": False})
         return scan(nn.GRUCell(features=self.hidden), carry, inputs)
+
+
+def sequence_epochs(opt, loss, s, weights, opt_state, seqs, key):
+    """``s.num_epochs`` epochs of one ``opt`` step on ``grad(loss)`` per minibatch of whole
+    env sequences: ``seqs``' leaves are time-major ``[T, num_envs, ...]``, the envs shuffled
+    and split into ``s.num_minibatches`` each epoch."""
+    def epoch(c, key):
+        perm = jax.random.permutation(key, s.num_envs)
+        mbs = jax.tree.map(lambda x: x[:, perm].reshape(
+            (x.shape[0], s.num_minibatches, -1) + x.shape[2:]).swapaxes(0, 1), seqs)
+
+        def minibatch(c, mb):
+            weights, opt_state = c
+            grads = jax.grad(loss)(weights, mb)
+            updates, opt_state = opt.update(grads, opt_state, weights)
+            return (optax.apply_updates(weights, updates), opt_state), None
+
+        return jax.lax.scan(minibatch, c, mbs)[0], None
+
+    return jax.lax.scan(epoch, (weights, opt_state), jax.random.split(key, s.num_epochs))[0]
 
 
 def make_ppo_rnn(s: Sizes = PPO_RNN, gamma=0.99, lam=0.95, clip=0.2, ent=0.01, vf=0.5):
@@ -111,7 +131,7 @@ def make_ppo_rnn(s: Sizes = PPO_RNN, gamma=0.99, lam=0.95, clip=0.2, ent=0.01, v
 
     def loss(weights, mb):
         h0, obs, done, action, logp_old, value_old, adv, target = mb
-        _, logits, value = net.apply(weights, h0, obs, done)
+        _, logits, value = net.apply(weights, h0[0], obs, done)
         logp_all = jax.nn.log_softmax(logits)
         logp = jnp.take_along_axis(logp_all, action[..., None], -1)[..., 0]
         ratio = jnp.exp(logp - logp_old)
@@ -123,25 +143,6 @@ def make_ppo_rnn(s: Sizes = PPO_RNN, gamma=0.99, lam=0.95, clip=0.2, ent=0.01, v
         entropy = -(jnp.exp(logp_all) * logp_all).sum(-1).mean()
         return pg + vf * v_loss - ent * entropy
 
-    def epochs(weights, opt_state, data, key):
-        def epoch(c, key):
-            perm = jax.random.permutation(key, s.num_envs)
-            h0, seqs = data[0], data[1:]
-            mbs = (h0[perm].reshape((s.num_minibatches, -1) + h0.shape[1:]),
-                   *(x[:, perm].reshape((x.shape[0], s.num_minibatches, -1) + x.shape[2:])
-                     .swapaxes(0, 1) for x in seqs))
-
-            def minibatch(c, mb):
-                weights, opt_state = c
-                grads = jax.grad(loss)(weights, mb)
-                updates, opt_state = opt.update(grads, opt_state, weights)
-                return (optax.apply_updates(weights, updates), opt_state), None
-
-            return jax.lax.scan(minibatch, c, mbs)[0], None
-
-        return jax.lax.scan(epoch, (weights, opt_state),
-                            jax.random.split(key, s.num_epochs))[0]
-
     def update(carry, _):
         h_start = carry[5]
         carry, (obs, done, action, logp, value, reward, ndone) = jax.lax.scan(
@@ -151,8 +152,8 @@ def make_ppo_rnn(s: Sizes = PPO_RNN, gamma=0.99, lam=0.95, clip=0.2, ent=0.01, v
 
         adv = gae(reward, ndone.astype(jnp.float32), value, last_v[0], gamma, lam)
         key, k_epochs = jax.random.split(key)
-        data = (h_start, obs, done, action, logp, value, adv, adv + value)
-        weights, opt_state = epochs(weights, opt_state, data, k_epochs)
+        data = (h_start[None], obs, done, action, logp, value, adv, adv + value)
+        weights, opt_state = sequence_epochs(opt, loss, s, weights, opt_state, data, k_epochs)
         return (weights, opt_state, env_state, last_obs, last_done, h, key), None
 
     def run(carry, updates: int):
@@ -165,8 +166,8 @@ class ReferenceRNN:
     """A compiled chunk of ``updates`` updates: ``steps_per_second()`` runs one and returns
     env steps per second."""
 
-    def __init__(self, sizes: Sizes = PPO_RNN, updates: int = 8):
-        init, run = make_ppo_rnn(sizes)
+    def __init__(self, sizes: Sizes = PPO_RNN, updates: int = 8, make=None):
+        init, run = (make or make_ppo_rnn)(sizes)
         self.updates, self.sizes = updates, sizes
         self._run = jax.jit(lambda c: run(c, updates), donate_argnums=0)
         self._carry = self._run(jax.jit(init)(jax.random.key(0)))  # compile + warm up
