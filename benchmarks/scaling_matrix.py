@@ -5,7 +5,7 @@ localhost for the two-process cells) under a hard time limit, so a hang shows as
 ``timeout`` rather than stalling the table.
 
     python -m benchmarks.scaling_matrix [--total-steps N | --solve] [--limit SECONDS]
-        [--only PRESET] [--start K] [--stop-after SECONDS]
+        [--only PRESET] [--start K] [--stop-after SECONDS] [--table]
 
 Writes ``benchmarks/results/scaling_matrix.json`` (``scaling_matrix_solve.json`` with
 ``--solve``) and prints the markdown tables of docs/scaling.md (cell, exit, wall time,
@@ -28,6 +28,7 @@ import argparse
 import glob
 import json
 import os
+import resource
 import socket
 import subprocess
 import sys
@@ -75,11 +76,18 @@ def command_lines(preset: str, procs: int, per: int, members: int, extra: tuple,
                          if procs > 1 else []) for i in range(procs)]
 
 
+def _children_cpu() -> float:
+    """CPU seconds of this process's finished children: a cell that ran out of time
+    with little CPU was starved or hung, with much, slow."""
+    use = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return use.ru_utime + use.ru_stime
+
+
 def run_cell(preset: str, procs: int, per: int, members: int, extra: tuple,
              total_steps: int, limit: float, logdir: str) -> dict:
     env, commands = command_lines(preset, procs, per, members, extra, total_steps, logdir,
                                   _port())
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), _children_cpu()
     running = [subprocess.Popen(c, env=env, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, text=True) for c in commands]
     codes, errors = [], []
@@ -93,7 +101,8 @@ def run_cell(preset: str, procs: int, per: int, members: int, extra: tuple,
             codes.append("timeout")
     for p in running:
         p.kill()
-    wall = time.perf_counter() - start
+        p.wait()
+    wall, cpu = time.perf_counter() - start, _children_cpu() - cpu
     summaries = glob.glob(os.path.join(logdir, "*", "summary.json"))
     each = []
     if summaries:
@@ -102,6 +111,7 @@ def run_cell(preset: str, procs: int, per: int, members: int, extra: tuple,
         each = [dict(m, finished=done) for m in summary.get("seeds", [summary])]
     return {"preset": preset, "processes": procs, "devices_per_process": per,
             "members": members, "extra": list(extra), "exit": codes, "wall_s": wall,
+            "cpu_s": cpu,
             "members_finished": sum(m["finished"] for m in each),
             "members_solved": sum(m["solved_at_step"] is not None for m in each),
             "each": [{k: m.get(k) for k in ("episodes", "final_return_mean", "solved_at_step")}
@@ -131,10 +141,11 @@ def compare(rows: list[dict], references: dict) -> None:
 
 def table(rows: list[dict]) -> str:
     lines = ["| preset | env steps per member | processes x devices | members | exit | wall s "
-             "| finished | solved | equal to one device | load (1 min) |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "| CPU s | finished | solved | equal to one device | load (1 min) |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
-        name = r["preset"] + (" " + " ".join(r["extra"]) if r["extra"] else "")
+        name = r["preset"] + (" " + " ".join(r["extra"]) if r["extra"] else "") + (
+            " (one-device reference)" if r.get("reference") else "")
         exits = ",".join(str(c) for c in r["exit"])
         n = r["members"]
         equal = r.get("equal")
@@ -142,8 +153,9 @@ def table(rows: list[dict]) -> str:
                  * r["devices_per_process"] > 1 else "-") if equal is None else (
                      f"{equal}/{n}" if isinstance(equal, int) else equal)
         load = f"{r['load'][0]:.1f}" if "load" in r else "-"
+        cpu = f"{r['cpu_s']:.0f}" if "cpu_s" in r else "-"
         lines.append(f"| {name} | {r['total_steps']:,} | {r['processes']} x "
-                     f"{r['devices_per_process']} | {n} | {exits} | {r['wall_s']:.0f} | "
+                     f"{r['devices_per_process']} | {n} | {exits} | {r['wall_s']:.0f} | {cpu} | "
                      f"{r['members_finished']}/{n} | {r['members_solved']}/{n} | {equal} "
                      f"| {load} |")
     return "\n".join(lines)
@@ -181,7 +193,16 @@ def main(argv: list[str] | None = None) -> int:
                         "file's earlier cells")
     parser.add_argument("--stop-after", type=float, default=float("inf"),
                         help="start no cell after this many seconds")
+    parser.add_argument("--table", action="store_true",
+                        help="print the results file's table (its cells, then the one-device "
+                        "references no cell is) and run nothing")
     args = parser.parse_args(argv)
+    if args.table:
+        with open(_path(args.solve)) as f:
+            kept = json.load(f)
+        print(table(kept["cells"] + [dict(r, reference=True)
+                                     for r in kept["one_device_references"]]))
+        return 0
     # The two-process cells first (the docs' 2 x 2 x 8 command leads), each followed by
     # its result in the JSON file and on stdout, so a stopped run keeps what it measured.
     def order(cell):  # two processes first, two devices each, two members per device
@@ -195,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
             kept = json.load(f)
         rows = kept["cells"][:args.start]
         for r in rows + kept["one_device_references"]:
-            if r["processes"] * r["devices_per_process"] == 1:
+            if r["processes"] * r["devices_per_process"] == 1 and not any(r["exit"]):
                 references[(r["preset"], r["members"], tuple(r["extra"]))] = r
     began = time.perf_counter()
     for preset, procs, per, members, extra in todo[args.start:]:
