@@ -5,7 +5,7 @@ localhost for the two-process cells) under a hard time limit, so a hang shows as
 ``timeout`` rather than stalling the table.
 
     python -m benchmarks.scaling_matrix [--total-steps N | --solve] [--limit SECONDS]
-        [--only PRESET] [--start K] [--stop-after SECONDS] [--table]
+        [--only PRESET] [--start K | --cells I,J] [--stop-after S] [--table]
 
 Writes ``benchmarks/results/scaling_matrix.json`` (``scaling_matrix_solve.json`` with
 ``--solve``) and prints the markdown tables of docs/scaling.md (cell, exit, wall time,
@@ -178,6 +178,14 @@ def _write(rows: list[dict], references: dict, solve: bool) -> None:
                    "one_device_references": extra}, f, indent=1)
 
 
+def _key(cell: dict | tuple) -> tuple:
+    """A cell's shape, from a row of the results file or a cell of :func:`cells`."""
+    if isinstance(cell, dict):
+        return (cell["preset"], cell["processes"], cell["devices_per_process"],
+                cell["members"], tuple(cell["extra"]))
+    return tuple(cell)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--total-steps", type=int, default=100_000)
@@ -191,6 +199,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--start", type=int, default=0,
                         help="go on from this cell (in the order run), keeping the results "
                         "file's earlier cells")
+    parser.add_argument("--cells", type=lambda v: [int(i) for i in v.split(",")],
+                        help="run these cells only (their numbers in the order run, as "
+                        "I,J,...), keeping the results file's other cells")
     parser.add_argument("--stop-after", type=float, default=float("inf"),
                         help="start no cell after this many seconds")
     parser.add_argument("--table", action="store_true",
@@ -211,15 +222,18 @@ def main(argv: list[str] | None = None) -> int:
 
     todo = sorted((c for c in cells() if not args.only or c[0] == args.only), key=order)
     rows, references = [], {}
-    if args.start:
+    if (args.start or args.cells) and os.path.exists(_path(args.solve)):
         with open(_path(args.solve)) as f:
             kept = json.load(f)
-        rows = kept["cells"][:args.start]
+        rerun = {_key(c) for c in (todo[args.start:] if args.start else
+                                   [todo[i] for i in args.cells])}
+        rows = [r for r in kept["cells"] if _key(r) not in rerun]
         for r in rows + kept["one_device_references"]:
             if r["processes"] * r["devices_per_process"] == 1 and not any(r["exit"]):
                 references[(r["preset"], r["members"], tuple(r["extra"]))] = r
     began = time.perf_counter()
-    for preset, procs, per, members, extra in todo[args.start:]:
+    for preset, procs, per, members, extra in (todo[args.start:] if not args.cells
+                                               else [todo[i] for i in args.cells]):
         if time.perf_counter() - began > args.stop_after:
             break
         key = (preset, members, tuple(extra))
@@ -228,15 +242,15 @@ def main(argv: list[str] | None = None) -> int:
             references[key] = _one_device(*key, args)  # the same members on one device
         steps = SOLVE_STEPS[preset] if args.solve else args.total_steps
         with tempfile.TemporaryDirectory() as logdir:
-            rows.append(run_cell(preset, procs, per, members, extra, steps, args.limit,
-                                 logdir))
+            row = run_cell(preset, procs, per, members, extra, steps, args.limit, logdir)
         if procs * per == 1:
-            references.setdefault(key, rows[-1])
-        compare(rows[-1:], references)
+            references.setdefault(key, row)
+        compare([row], references)
         if args.solve and procs * per > 1 and members > 1:
-            rows[-1]["equal"] = "not compared"
+            row["equal"] = "not compared"
+        rows = sorted(rows + [row], key=lambda r: order(_key(r)))
         _write(rows, references, args.solve)
-        print(table(rows[-1:]).splitlines()[-1], flush=True)
+        print(table([row]).splitlines()[-1], flush=True)
     print(table(rows))
     everything = rows + list(references.values())
     return 0 if all(c == 0 for r in everything for c in r["exit"]) else 1

@@ -1,6 +1,7 @@
 """benchmarks/scaling_matrix.py without training: its cells are the whole matrix, the
 command lines of docs/scaling.md are among them, and its table counts equal members."""
 
+import json
 import pathlib
 import re
 import shlex
@@ -79,3 +80,31 @@ def test_compare_counts_members_equal_to_one_device():
     assert len(lines) == 5
     assert "| 2/2 |" in lines[2] and "| 0/2 |" in lines[3]
     assert "| data-parallel |" in lines[4] and "| 1/1 |" in lines[4]  # solved 1 of 1
+
+
+def test_cells_resume_keeps_the_other_cells_in_order(tmp_path, monkeypatch):
+    ran = []
+
+    def fake(preset, procs, per, members, extra, steps, limit, logdir):
+        ran.append((preset, procs, per, members, tuple(extra)))
+        each = [{"episodes": 5, "final_return_mean": 9.0, "solved_at_step": None}] * members
+        return dict(_row(members, each, procs, per), preset=preset, extra=list(extra),
+                    total_steps=steps, load=[1.0, 1.0, 1.0], cpu_s=1.0)
+
+    monkeypatch.setattr(sm, "run_cell", fake)
+    monkeypatch.setattr(sm, "RESULTS_DIR", str(tmp_path))
+    assert sm.main(["--total-steps", "8", "--cells", "3,0"]) == 0
+    # cell 3 (2 x 2, 4 members) ran after its one-device reference; cell 0 needs another
+    assert ran == [("cartpole-a2c", 1, 1, 4, ()), ("cartpole-a2c", 2, 2, 4, ()),
+                   ("cartpole-a2c", 1, 1, 8, ()), ("cartpole-a2c", 2, 2, 8, ())]
+    ran.clear()
+    assert sm.main(["--solve", "--cells", "1"]) == 0
+    assert ran == [("gymnax-cartpole-ppo", 2, 2, 8, ())]  # no reference with --solve
+    assert sm.main(["--total-steps", "8", "--cells", "1"]) == 0
+    kept = json.loads((tmp_path / "scaling_matrix.json").read_text())
+    assert [(r["preset"], r["members"]) for r in kept["cells"]] == [
+        ("cartpole-a2c", 8), ("gymnax-cartpole-ppo", 8), ("cartpole-a2c", 4)]
+    assert [r["equal"] for r in kept["cells"]] == [8, 8, 4]
+    solve = json.loads((tmp_path / "scaling_matrix_solve.json").read_text())
+    assert [(r["total_steps"], r["equal"]) for r in solve["cells"]] == [(150_000,
+                                                                         "not compared")]
