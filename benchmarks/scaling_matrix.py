@@ -4,16 +4,22 @@ across processes; each cell is an ``rljax train`` command line (two processes on
 localhost for the two-process cells) under a hard time limit, so a hang shows as
 ``timeout`` rather than stalling the table.
 
-    python -m benchmarks.scaling_matrix [--total-steps N] [--limit SECONDS] [--only PRESET]
+    python -m benchmarks.scaling_matrix [--total-steps N | --solve] [--limit SECONDS]
+        [--only PRESET] [--start K | --cells I,J] [--stop-after S] [--table]
 
-Writes ``benchmarks/results/scaling_matrix.json`` and prints the markdown table of
-docs/scaling.md (cell, exit, wall time, members finished and solved, and whether each
-member equals the same member in one process on one device). One member on several
-devices is one agent learning data-parallel (docs/scaling.md), which an on-policy agent
-does not promise to equal; more members are seeds (or sweep values x seeds), and each
-member's episode count and final return (mean of its last 100 episodes) are compared with
-the one-device run of the same members, run here too where no cell is that run. Exits 1
-unless every command exits 0.
+Writes ``benchmarks/results/scaling_matrix.json`` (``scaling_matrix_solve.json`` with
+``--solve``) and prints the markdown tables of docs/scaling.md (cell, exit, wall time,
+members finished and solved, and whether each member equals the same member in one
+process on one device). A member has solved when the mean return of its last 100
+episodes reached the preset's threshold (``solved_at_step`` of its summary); ``--solve``
+gives each preset the budget its members solve within (:data:`SOLVE_STEPS`). One member
+on several devices is one agent learning data-parallel (docs/scaling.md), which an
+on-policy agent does not promise to equal; more members are seeds (or sweep values x
+seeds), and each member's episode count and final return (mean of its last 100 episodes)
+are compared with the one-device run of the same members, run here too where no cell is
+that run. Not with ``--solve``: over a long run float rounding makes the layouts'
+trajectories part (docs/scaling.md), so only the solved counts are compared there. Exits
+1 unless every command exits 0.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import argparse
 import glob
 import json
 import os
+import resource
 import socket
 import subprocess
 import sys
@@ -32,6 +39,9 @@ from benchmarks.common import RESULTS_DIR, machine
 
 PRESETS = ("cartpole-a2c", "gymnax-cartpole-ppo")
 SWEEP = ("cartpole-a2c", "--sweep", "actor_lr=3e-4,1e-3")
+# Env steps per member within which the presets' seeds solve in docs/results.md
+# (gymnax-cartpole-ppo at 62k-113k, cartpole-a2c at 195k-496k: its own budget).
+SOLVE_STEPS = {"cartpole-a2c": 500_000, "gymnax-cartpole-ppo": 150_000}
 
 
 def cells() -> list[tuple[str, int, int, int, tuple]]:
@@ -53,30 +63,46 @@ def _port() -> int:
         return s.getsockname()[1]
 
 
-def run_cell(preset: str, procs: int, per: int, members: int, extra: tuple,
-             total_steps: int, limit: float, logdir: str) -> dict:
+def command_lines(preset: str, procs: int, per: int, members: int, extra: tuple,
+                  total_steps: int, logdir: str, port: int) -> tuple[dict, list[list[str]]]:
+    """The environment and the ``rljax train`` argv of each process of one cell."""
     seeds = members // (2 if extra else 1)
     args = [sys.executable, "-m", "rljax.run.cli", "train", preset, "--seeds", str(seeds),
             "--devices", str(procs * per), "--total-steps", str(total_steps), "--quiet",
             "--no-tensorboard", "--logdir", logdir, *extra]
     env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={per}")
-    port = _port()
-    commands = [args + (["--distributed", "--coordinator", f"127.0.0.1:{port}",
-                         "--num-processes", str(procs), "--process-id", str(i)]
-                        if procs > 1 else []) for i in range(procs)]
-    start = time.perf_counter()
+    return env, [args + (["--distributed", "--coordinator", f"127.0.0.1:{port}",
+                          "--num-processes", str(procs), "--process-id", str(i)]
+                         if procs > 1 else []) for i in range(procs)]
+
+
+def _children_cpu() -> float:
+    """CPU seconds of this process's finished children: a cell that ran out of time
+    with little CPU was starved or hung, with much, slow."""
+    use = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return use.ru_utime + use.ru_stime
+
+
+def run_cell(preset: str, procs: int, per: int, members: int, extra: tuple,
+             total_steps: int, limit: float, logdir: str) -> dict:
+    env, commands = command_lines(preset, procs, per, members, extra, total_steps, logdir,
+                                  _port())
+    start, cpu = time.perf_counter(), _children_cpu()
     running = [subprocess.Popen(c, env=env, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, text=True) for c in commands]
-    codes = []
+    codes, errors = [], []
     for p in running:
         try:
-            p.communicate(timeout=max(1.0, limit - (time.perf_counter() - start)))
+            _, err = p.communicate(timeout=max(1.0, limit - (time.perf_counter() - start)))
             codes.append(p.returncode)
+            if p.returncode:  # the last lines of a failed process, for its row
+                errors.append("\n".join(err.strip().splitlines()[-3:]))
         except subprocess.TimeoutExpired:
             codes.append("timeout")
     for p in running:
         p.kill()
-    wall = time.perf_counter() - start
+        p.wait()
+    wall, cpu = time.perf_counter() - start, _children_cpu() - cpu
     summaries = glob.glob(os.path.join(logdir, "*", "summary.json"))
     each = []
     if summaries:
@@ -85,10 +111,12 @@ def run_cell(preset: str, procs: int, per: int, members: int, extra: tuple,
         each = [dict(m, finished=done) for m in summary.get("seeds", [summary])]
     return {"preset": preset, "processes": procs, "devices_per_process": per,
             "members": members, "extra": list(extra), "exit": codes, "wall_s": wall,
+            "cpu_s": cpu,
             "members_finished": sum(m["finished"] for m in each),
             "members_solved": sum(m["solved_at_step"] is not None for m in each),
-            "each": [{k: m.get(k) for k in ("episodes", "final_return_mean")} for m in each],
-            "total_steps": total_steps}
+            "each": [{k: m.get(k) for k in ("episodes", "final_return_mean", "solved_at_step")}
+                     for m in each],
+            "total_steps": total_steps, "load": list(os.getloadavg()), "errors": errors}
 
 
 def _same(a: dict, b: dict) -> bool:
@@ -112,18 +140,24 @@ def compare(rows: list[dict], references: dict) -> None:
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| preset | processes x devices | members | exit | wall s | finished | solved "
-             "| equal to one device |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = ["| preset | env steps per member | processes x devices | members | exit | wall s "
+             "| CPU s | finished | solved | equal to one device | load (1 min) |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
-        name = r["preset"] + (" " + " ".join(r["extra"]) if r["extra"] else "")
+        name = r["preset"] + (" " + " ".join(r["extra"]) if r["extra"] else "") + (
+            " (one-device reference)" if r.get("reference") else "")
         exits = ",".join(str(c) for c in r["exit"])
         n = r["members"]
         equal = r.get("equal")
         equal = ("data-parallel" if r["members"] == 1 and r["processes"]
-                 * r["devices_per_process"] > 1 else "-") if equal is None else f"{equal}/{n}"
-        lines.append(f"| {name} | {r['processes']} x {r['devices_per_process']} | {n} | "
-                     f"{exits} | {r['wall_s']:.0f} | {r['members_finished']}/{n} | "
-                     f"{r['members_solved']}/{n} | {equal} |")
+                 * r["devices_per_process"] > 1 else "-") if equal is None else (
+                     f"{equal}/{n}" if isinstance(equal, int) else equal)
+        load = f"{r['load'][0]:.1f}" if "load" in r else "-"
+        cpu = f"{r['cpu_s']:.0f}" if "cpu_s" in r else "-"
+        lines.append(f"| {name} | {r['total_steps']:,} | {r['processes']} x "
+                     f"{r['devices_per_process']} | {n} | {exits} | {r['wall_s']:.0f} | {cpu} | "
+                     f"{r['members_finished']}/{n} | {r['members_solved']}/{n} | {equal} "
+                     f"| {load} |")
     return "\n".join(lines)
 
 
@@ -132,24 +166,54 @@ def _one_device(preset: str, members: int, extra: tuple, args) -> dict:
         return run_cell(preset, 1, 1, members, extra, args.total_steps, args.limit, logdir)
 
 
-def _write(rows: list[dict], references: dict) -> None:
+def _path(solve: bool) -> str:
+    return os.path.join(RESULTS_DIR, f"scaling_matrix{'_solve' if solve else ''}.json")
+
+
+def _write(rows: list[dict], references: dict, solve: bool) -> None:
     os.makedirs(RESULTS_DIR, exist_ok=True)
     extra = [r for r in references.values() if r not in rows]
-    with open(os.path.join(RESULTS_DIR, "scaling_matrix.json"), "w") as f:
+    with open(_path(solve), "w") as f:
         json.dump({"machine": machine(), "load": os.getloadavg(), "cells": rows,
                    "one_device_references": extra}, f, indent=1)
+
+
+def _key(cell: dict | tuple) -> tuple:
+    """A cell's shape, from a row of the results file or a cell of :func:`cells`."""
+    if isinstance(cell, dict):
+        return (cell["preset"], cell["processes"], cell["devices_per_process"],
+                cell["members"], tuple(cell["extra"]))
+    return tuple(cell)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--total-steps", type=int, default=100_000)
+    parser.add_argument("--solve", action="store_true",
+                        help="each preset at the env steps its members solve within "
+                        f"({', '.join(f'{k} {v:,}' for k, v in SOLVE_STEPS.items())}), "
+                        "without the one-device comparison")
     parser.add_argument("--limit", type=float, default=600.0,
                         help="seconds a cell may take before it counts as hung")
     parser.add_argument("--only", help="run the cells of this preset only")
     parser.add_argument("--start", type=int, default=0,
                         help="go on from this cell (in the order run), keeping the results "
                         "file's earlier cells")
+    parser.add_argument("--cells", type=lambda v: [int(i) for i in v.split(",")],
+                        help="run these cells only (their numbers in the order run, as "
+                        "I,J,...), keeping the results file's other cells")
+    parser.add_argument("--stop-after", type=float, default=float("inf"),
+                        help="start no cell after this many seconds")
+    parser.add_argument("--table", action="store_true",
+                        help="print the results file's table (its cells, then the one-device "
+                        "references no cell is) and run nothing")
     args = parser.parse_args(argv)
+    if args.table:
+        with open(_path(args.solve)) as f:
+            kept = json.load(f)
+        print(table(kept["cells"] + [dict(r, reference=True)
+                                     for r in kept["one_device_references"]]))
+        return 0
     # The two-process cells first (the docs' 2 x 2 x 8 command leads), each followed by
     # its result in the JSON file and on stdout, so a stopped run keeps what it measured.
     def order(cell):  # two processes first, two devices each, two members per device
@@ -158,25 +222,35 @@ def main(argv: list[str] | None = None) -> int:
 
     todo = sorted((c for c in cells() if not args.only or c[0] == args.only), key=order)
     rows, references = [], {}
-    if args.start:
-        with open(os.path.join(RESULTS_DIR, "scaling_matrix.json")) as f:
+    if (args.start or args.cells) and os.path.exists(_path(args.solve)):
+        with open(_path(args.solve)) as f:
             kept = json.load(f)
-        rows = kept["cells"][:args.start]
+        rerun = {_key(c) for c in (todo[args.start:] if args.start else
+                                   [todo[i] for i in args.cells])}
+        rows = [r for r in kept["cells"] if _key(r) not in rerun]
         for r in rows + kept["one_device_references"]:
-            if r["processes"] * r["devices_per_process"] == 1:
+            if r["processes"] * r["devices_per_process"] == 1 and not any(r["exit"]):
                 references[(r["preset"], r["members"], tuple(r["extra"]))] = r
-    for preset, procs, per, members, extra in todo[args.start:]:
+    began = time.perf_counter()
+    for preset, procs, per, members, extra in (todo[args.start:] if not args.cells
+                                               else [todo[i] for i in args.cells]):
+        if time.perf_counter() - began > args.stop_after:
+            break
         key = (preset, members, tuple(extra))
-        if procs * per > 1 and members > 1 and key not in references:
+        if (procs * per > 1 and members > 1 and key not in references
+                and not args.solve):
             references[key] = _one_device(*key, args)  # the same members on one device
+        steps = SOLVE_STEPS[preset] if args.solve else args.total_steps
         with tempfile.TemporaryDirectory() as logdir:
-            rows.append(run_cell(preset, procs, per, members, extra, args.total_steps,
-                                 args.limit, logdir))
+            row = run_cell(preset, procs, per, members, extra, steps, args.limit, logdir)
         if procs * per == 1:
-            references.setdefault(key, rows[-1])
-        compare(rows[-1:], references)
-        _write(rows, references)
-        print(table(rows[-1:]).splitlines()[-1], flush=True)
+            references.setdefault(key, row)
+        compare([row], references)
+        if args.solve and procs * per > 1 and members > 1:
+            row["equal"] = "not compared"
+        rows = sorted(rows + [row], key=lambda r: order(_key(r)))
+        _write(rows, references, args.solve)
+        print(table([row]).splitlines()[-1], flush=True)
     print(table(rows))
     everything = rows + list(references.values())
     return 0 if all(c == 0 for r in everything for c in r["exit"]) else 1

@@ -7,7 +7,8 @@ another process has a deadline (``timeout`` seconds, ``--peer-timeout``) and end
 line naming the processes that did not answer:
 
 * :meth:`Peers.wait` guards a call that waits on the others (a gather of the state, a
-  checkpoint save, the first program): a watchdog thread ends the process with
+  checkpoint save, the first program), which begins once every process has come: a
+  watchdog thread ends the process with
   :data:`EXIT_PEER` and one line when the call has not returned by the deadline (a call
   blocked in C++ cannot be interrupted from Python), and a collective that fails because
   a peer's connection closed ends the process the same way once a roll call has named the
@@ -204,7 +205,12 @@ class Peers:
 
     @contextlib.contextmanager
     def wait(self, what: str):
-        """Guards a call that waits on the other processes (see the module docstring)."""
+        """Guards a call that waits on the other processes (see the module docstring).
+        The call begins once every process has come (:meth:`agree`): the first
+        collective over a set of devices sets up its gloo communicator, and XLA gives
+        the other processes a fixed 30 s to join it, so a process still compiling or
+        starting (slowed by load) would fail the run with ``DEADLINE_EXCEEDED``; here a
+        late process is waited for while its heartbeat moves."""
         if self._pipe is None and threading.current_thread() is threading.main_thread():
             read, write = os.pipe()
             os.set_blocking(read, False)
@@ -214,6 +220,7 @@ class Peers:
         if self._armed is not None:  # inside a guarded wait already (a save's gathers)
             yield
             return
+        self.agree(0, what)
         self.reached += 1
         self.client.key_value_set(f"rljax/reached/{self.pid}", str(self.reached),
                                   allow_overwrite=True)
@@ -229,8 +236,11 @@ class Peers:
             roll = self._gather(f"rljax/roll/{self.reached}", "1", what, strict=False)
             # Leave at once: the run's summary and JAX's shutdown would wait on the lost
             # process again, and JAX would abort with a page of C++ log.
-            self._leave(self.message([p for p in self.others() if p not in roll], what),
-                        EXIT_PEER)
+            lost = [p for p in self.others() if p not in roll]
+            self._leave(self.message(lost, what) if lost else
+                        f"a collective failed while {what}, every process still answering "
+                        f"({str(e).strip().splitlines()[0][:300]}); stopping this process "
+                        f"too{self.epilogue()}", EXIT_PEER)
         finally:
             with self._lock:
                 self._armed = None

@@ -97,11 +97,47 @@ def test_a_silent_process_is_named_in_one_line(pair):
 
 
 def test_a_wait_inside_a_wait_is_one_wait(pair):
-    a, _ = pair
+    a, b = pair
+    b.client.key_value_set("rljax/agree/1/1", "0")  # process 1 came to the wait's barrier
+
     with a.wait("saving a checkpoint"):
         with a.wait("gathering the state"):
             assert a._armed[1] == "saving a checkpoint"
         assert a._armed[1] == "saving a checkpoint"  # still guarded after the inner one
-    assert a._armed is None and a.reached == 1
+    assert a._armed is None and a.reached == 1 and a.agreed == 1
     assert a.client.key_value_try_get("rljax/reached/0") == "1"
     assert a.behind() == [1]  # process 1 has reached no guarded point yet
+
+
+def test_a_wait_begins_once_every_process_came(pair):
+    """A process later than the timeout (alive: compiling under load) is waited for, so
+    the call inside (a first collective, which gloo gives 30 s) begins together."""
+    a, b = pair
+    began = []
+
+    def guarded(p, delay):
+        time.sleep(delay)
+        with p.wait("gathering the state"):
+            began.append((p.pid, time.monotonic()))
+        return p.reached
+
+    assert _both([lambda: guarded(a, 0.0), lambda: guarded(b, 2.5)]) == [1, 1]
+    (_, first), (_, second) = sorted(began, key=lambda x: x[1])
+    assert second - first < 1.0  # not 2.5 s apart: process 0 waited 2.5 x its timeout
+
+
+def test_a_collective_that_fails_with_every_process_answering_says_so(pair):
+    a, b = pair
+    a.epilogue = lambda: "; no checkpoint had been saved"
+    b.client.key_value_set("rljax/agree/1/1", "0")  # process 1 came to the wait's barrier
+    b.client.key_value_set("rljax/roll/1/1", "1")  # and answers the roll call
+    error = RuntimeError("UNKNOWN: Gloo context initialization failed: DEADLINE_EXCEEDED\nmore")
+    with pytest.raises(Left) as left:
+        with a.wait("gathering the state"):
+            raise error
+    line, status = left.value.args
+    assert status == peers.EXIT_PEER
+    assert line == ("a collective failed while gathering the state, every process still "
+                    "answering (UNKNOWN: Gloo context initialization failed: "
+                    "DEADLINE_EXCEEDED); stopping this process too; no checkpoint had been "
+                    "saved")
