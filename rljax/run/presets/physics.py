@@ -20,6 +20,7 @@ from rljax.records import OffPolicyLoop, OnPolicyLoop, Replay
 from rljax.run.presets.base import Preset
 from rljax.run.presets.base import preset as _preset
 from rljax.run.presets.ppo import _MUJOCO_PPO, _MUJOCO_PPO_NOTE
+from rljax.run.presets.twin_critic import _REACHER_LOOP, _REACHER_NOTE, _REACHER_REPLAY
 
 _PPO_KEYS = ("num_envs", "rollout_len", "num_epochs", "num_minibatches", "lr", "gamma",
              "entropy_coef", "normalize_obs")
@@ -100,6 +101,15 @@ PRESETS: list[Preset] = [
                   "the positional pipeline's gear 25 did not learn to reach), with "
                   f"reacher-ppo's settings, {_MUJOCO_PPO_NOTE}; -6.0 is the TD3 paper's PPO "
                   "line on Reacher"),
+    _preset(name="brax-reacher-sac-cpu", env_id="brax:reacher",
+            config=SACConfig(loop=_REACHER_LOOP, replay=_REACHER_REPLAY),
+            env_options=(("backend", "generalized"), ("max_episode_steps", 50)),
+            total_steps=200_000, threshold=-6.0, chunk_steps=10_000, stop_on_solve=True,
+            key_params=_SAC_KEYS,
+            notes="CPU: brax-reacher-ppo-cpu's task (50-step episodes on the generalized "
+                  f"pipeline) with reacher-sac's settings, {_REACHER_NOTE}, temperature "
+                  "learned toward entropy -2 (brax publishes SAC settings for hopper and "
+                  "walker2d only, none for reacher); -6.0 as brax-reacher-ppo-cpu"),
     _preset(name="brax-reacher-ppo", env_id="brax:reacher",
             config=_brax_ppo(2048, 50, 8, 0.95, 1e-3), total_steps=50_000_000,
             chunk_steps=2048 * 50 * 4, key_params=_PPO_KEYS,
@@ -116,6 +126,18 @@ PRESETS: list[Preset] = [
             chunk_steps=4096 * 5 * 40, key_params=_PPO_KEYS,
             notes="brax's notebook ant PPO (4,096 envs x 5 steps, 4 epochs x 32 minibatches, "
                   f"Adam 3e-4, gamma 0.97, entropy 1e-2), 50M steps: {_GPU}"),
+    _preset(name="playground-cartpole-balance-sac-cpu", env_id="playground:CartpoleBalance",
+            config=SACConfig(loop=OffPolicyLoop(num_envs=32, grad_steps=8, random_steps=8192),
+                             replay=Replay(batch_size=256, buffer_size=200_000,
+                                           learning_starts=8192),
+                             actor_hidden=(64, 64), critic_hidden=(64, 64), actor_lr=1e-3,
+                             critic_lr=1e-3, temperature_lr=1e-3),
+            total_steps=200_000, threshold=900.0, chunk_steps=16_384, stop_on_solve=True,
+            key_params=_SAC_KEYS + ("actor_hidden", "critic_hidden"),
+            notes="CPU: Playground's brax_sac_config's Adam 1e-3, gamma 0.99 and 8,192 "
+                  "steps before learning, at 32 envs with 8 gradient steps of 256 per 32 env "
+                  "steps (Playground: 8 of 512 per 128) and 64-64 networks, as "
+                  "brax-inverted-pendulum-sac; MJX (impl='jax') on the CPU"),
     *_playground("CartpoleBalance", "cartpole-balance", 60_000_000, 5_000_000, 900.0),
     *_playground("ReacherEasy", "reacher-easy", 60_000_000, 5_000_000, 800.0),
     *_playground("CheetahRun", "cheetah-run", 60_000_000, 10_000_000, None),
