@@ -191,7 +191,7 @@ def test_brax_reacher_steps_with_the_time_limit_apart():
 
 # About a minute of CPU on 2 cores (66 s, measured at nice 19 with an extra C++ build in
 # it), three quarters of it the first run compiling brax's physics; the later two runs load
-# its programs from the test session's compilation cache (tests/conftest.py).
+# its programs from the test session's compilation cache (tests/conftest.py; jaxlib 0.10 on).
 @pytest.mark.slow
 def test_sac_on_brax_trains_and_its_resume_equals_the_uninterrupted_run(tmp_path):
     """Brax's own inverted_pendulum (positional pipeline) in short SAC runs: episodes end
