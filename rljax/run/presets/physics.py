@@ -39,6 +39,20 @@ def _brax_ppo(num_envs: int, unroll: int, epochs: int, gamma: float, entropy: fl
                      hidden_sizes=(256, 256), activation="swish", max_grad_norm=None)
 
 
+def _cpu_sac(num_envs: int, grad_steps: int) -> SACConfig:
+    """Playground's brax_sac_config's Adam 1e-3, gamma 0.99 and 8,192 steps before
+    learning, with gradient steps of 256 and 64-64 networks (CPU-sized)."""
+    return SACConfig(loop=OffPolicyLoop(num_envs=num_envs, grad_steps=grad_steps,
+                                        random_steps=8192),
+                     replay=Replay(batch_size=256, buffer_size=200_000, learning_starts=8192),
+                     actor_hidden=(64, 64), critic_hidden=(64, 64), actor_lr=1e-3,
+                     critic_lr=1e-3, temperature_lr=1e-3)
+
+
+_CPU_SAC_NOTE = ("CPU: Playground's brax_sac_config's Adam 1e-3, gamma 0.99 and 8,192 steps "
+                 "before learning")
+
+
 # Playground's brax_ppo_config for the DM Control suite, and its brax_sac_config.
 _PG_PPO = PPOConfig(loop=OnPolicyLoop(num_envs=2048, rollout_len=30), num_epochs=16,
                     num_minibatches=32, lr=1e-3, gamma=0.995, entropy_coef=1e-2,
@@ -72,15 +86,10 @@ def _playground(task: str, slug: str, ppo_steps: int, sac_steps: int,
 
 PRESETS: list[Preset] = [
     _preset(name="brax-inverted-pendulum-sac", env_id="brax:inverted_pendulum",
-            config=SACConfig(loop=OffPolicyLoop(num_envs=16, grad_steps=4, random_steps=8192),
-                             replay=Replay(batch_size=256, buffer_size=200_000,
-                                           learning_starts=8192),
-                             actor_hidden=(64, 64), critic_hidden=(64, 64), actor_lr=1e-3,
-                             critic_lr=1e-3, temperature_lr=1e-3),
+            config=_cpu_sac(num_envs=16, grad_steps=4),
             total_steps=300_000, threshold=950.0, chunk_steps=8192, stop_on_solve=True,
             key_params=_SAC_KEYS + ("actor_hidden", "critic_hidden"),
-            notes="CPU: Playground's brax_sac_config's Adam 1e-3, gamma 0.99 and 8,192 "
-                  "steps before learning; 4 gradient steps of 256 per 16 env steps (the SAC "
+            notes=f"{_CPU_SAC_NOTE}; 4 gradient steps of 256 per 16 env steps (the SAC "
                   "paper's batch; Playground: 8 of 512 per 128), 64-64 networks (the "
                   "paper's 256-256 cost 10x the time per step here), on brax's positional "
                   "pipeline; 300k steps: the 100-episode window needs ~100k steps of "
@@ -128,15 +137,10 @@ PRESETS: list[Preset] = [
             notes="brax's notebook ant PPO (4,096 envs x 5 steps, 4 epochs x 32 minibatches, "
                   f"Adam 3e-4, gamma 0.97, entropy 1e-2), 50M steps: {_GPU}"),
     _preset(name="playground-cartpole-balance-sac-cpu", env_id="playground:CartpoleBalance",
-            config=SACConfig(loop=OffPolicyLoop(num_envs=32, grad_steps=8, random_steps=8192),
-                             replay=Replay(batch_size=256, buffer_size=200_000,
-                                           learning_starts=8192),
-                             actor_hidden=(64, 64), critic_hidden=(64, 64), actor_lr=1e-3,
-                             critic_lr=1e-3, temperature_lr=1e-3),
+            config=_cpu_sac(num_envs=32, grad_steps=8),
             total_steps=200_000, threshold=900.0, chunk_steps=16_384, stop_on_solve=True,
             key_params=_SAC_KEYS + ("actor_hidden", "critic_hidden"),
-            notes="CPU: Playground's brax_sac_config's Adam 1e-3, gamma 0.99 and 8,192 "
-                  "steps before learning, at 32 envs with 8 gradient steps of 256 per 32 env "
+            notes=f"{_CPU_SAC_NOTE}, at 32 envs with 8 gradient steps of 256 per 32 env "
                   "steps (Playground: 8 of 512 per 128) and 64-64 networks, as "
                   "brax-inverted-pendulum-sac; MJX (impl='jax') on the CPU; seed 51: episodes "
                   "past 900 from ~160k, 100-episode mean 861 at 200k (not solved); a "
