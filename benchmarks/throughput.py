@@ -688,6 +688,9 @@ BENCHES = {
     "physics": bench_physics,
     "physics-brax": lambda rounds: bench_physics(rounds, num_envs=(256,),
                                                  tasks=PHYSICS_TASKS[:3]),
+    # MJX's CartpoleBalance at the small num_envs a CPU preset can use.
+    "physics-cartpole-balance": lambda rounds: bench_physics(
+        rounds, num_envs=(8, 32, 128), tasks=("Reacher-v5", "playground:CartpoleBalance")),
     "rainbow-cartpole": lambda rounds: bench_rainbow(
         "cartpole-dqn", "cartpole-rainbow", rounds, chunk_steps=3_200, learner_steps=200,
         variants=True, learning_starts=1_000),

@@ -1,7 +1,8 @@
 """The brax/playground backend (rljax.envs.physics): episode rules on a brax-style env
 object checked against plain NumPy, the refusals (one line, exit 2), a brax preset's
-``--seeds 4`` and its resume on a brax-style backend, and (marked exhaustive: brax's own
-programs compile for minutes on 2 cores) Brax's own reacher."""
+``--seeds 4`` and its resume on a brax-style backend, a short SAC run and its resume on
+Brax's own inverted_pendulum, and (marked exhaustive: brax's programs compile for minutes
+on 2 cores) Brax's own reacher and every continuous agent."""
 
 from __future__ import annotations
 
@@ -188,6 +189,42 @@ def test_brax_reacher_steps_with_the_time_limit_apart():
     assert not np.allclose(np.asarray(state.obs), first)  # a new draw, not the first state
 
 
+def _whole_and_resumed(tmp_path, chunk: int, total: int, **changes):
+    """``brax-inverted-pendulum-sac`` (seed 5) run for ``total`` env steps in chunks of
+    ``chunk``, and again stopped after one chunk and resumed to ``total``: the whole run
+    and the resumed run's rows."""
+    common = dict(seed=5, chunk_steps=chunk, checkpoint_every=chunk, tensorboard=False,
+                  **changes)
+    whole = rljax.train("brax-inverted-pendulum-sac", run_dir=str(tmp_path / "whole"),
+                        total_steps=total, **common)
+    rljax.train("brax-inverted-pendulum-sac", run_dir=str(tmp_path / "part"),
+                total_steps=chunk, **common)
+    resumed = rljax.train(resume=str(tmp_path / "part"), total_steps=total)
+    return whole, [json.loads(x) for x in open(os.path.join(resumed.run_dir,
+                                                            "metrics.jsonl"))]
+
+
+# About a minute of CPU on 2 cores (66 s, measured at nice 19 with an extra C++ build in
+# it), three quarters of it the first run compiling brax's physics; the later two runs load
+# its programs from the test session's compilation cache (tests/conftest.py; jaxlib 0.10 on).
+@pytest.mark.slow
+def test_sac_on_brax_trains_and_its_resume_equals_the_uninterrupted_run(tmp_path):
+    """Brax's own inverted_pendulum (positional pipeline) in short SAC runs: episodes end
+    (random actions topple the pole within ~20 steps), losses are finite, and a run stopped
+    after one chunk and resumed (brax's physics state in the checkpoint) equals the
+    uninterrupted one row for row."""
+    pytest.importorskip("brax")
+    whole, rows = _whole_and_resumed(tmp_path, 32, 64, env="brax:inverted_pendulum",
+                                     num_envs=2, random_steps=16, learning_starts=16,
+                                     batch_size=8, actor_hidden=(8,), critic_hidden=(8,),
+                                     buffer_size=256)
+    assert [r["env_steps"] for r in whole.metrics] == [32, 64]
+    assert whole.metrics[-1]["episodes"] > 0 and np.isfinite(whole.metrics[-1]["critic_loss"])
+    keys = ("env_steps", "episodes", "episode_return_mean", "critic_loss", "actor_loss")
+    assert [[r.get(k) for k in keys] for r in rows] == [[r.get(k) for k in keys]
+                                                      for r in whole.metrics]
+
+
 @pytest.fixture
 def walk():
     """``walk:Line``: the brax-style :class:`_Walk` registered as a backend, as a user's
@@ -238,15 +275,9 @@ def test_sac_resumed_mid_episode_equals_the_uninterrupted_run(walk, tmp_path):
     """A SAC run on a brax-style env stopped after one chunk and resumed continues its
     episodes (the env states, keys and step counts are in the checkpoint) and its replay:
     every row equals the uninterrupted run's."""
-    common = dict(env=walk, seed=5, num_envs=4, chunk_steps=200, checkpoint_every=200,
-                  tensorboard=False, random_steps=100, learning_starts=100, batch_size=32,
-                  actor_hidden=(16,), critic_hidden=(16,), buffer_size=1_000)
-    whole = rljax.train("brax-inverted-pendulum-sac", run_dir=str(tmp_path / "whole"),
-                        total_steps=600, **common)
-    rljax.train("brax-inverted-pendulum-sac", run_dir=str(tmp_path / "part"),
-                total_steps=200, **common)
-    resumed = rljax.train(resume=str(tmp_path / "part"), total_steps=600)
-    rows = [json.loads(x) for x in open(os.path.join(resumed.run_dir, "metrics.jsonl"))]
+    whole, rows = _whole_and_resumed(tmp_path, 200, 600, env=walk, num_envs=4,
+                                     random_steps=100, learning_starts=100, batch_size=32,
+                                     actor_hidden=(16,), critic_hidden=(16,), buffer_size=1_000)
     keys = ("env_steps", "episodes", "episode_return_mean", "critic_loss")
     assert len(rows) == 3 and rows[-1]["episodes"] > 0
     assert [[r.get(k) for k in keys] for r in rows] == [[r.get(k) for k in keys]
