@@ -141,7 +141,10 @@ def save(run_dir: str, state, manifest: dict, keep: int | None = None, *,
     keep = RunConfig.keep_checkpoints if keep is None else keep
     name, store, folder = folder, _store(), _folder(run_dir, folder)
     named, _ = _named_leaves(_payload(state))
-    named = {k: v if isinstance(v, jax.Array) else jnp.asarray(v) for k, v in named.items()}
+    # Arrays of no elements (MJX's contact arrays of a model without contacts) hold
+    # nothing to save, and orbax refuses them: restore makes them anew from the template.
+    named = {k: v if isinstance(v, jax.Array) else jnp.asarray(v) for k, v in named.items()
+             if np.size(v)}
     env_steps = int(np.ravel(multihost.fetch(state.env_steps))[0])
     manifest = dict(manifest, env_steps=env_steps)
     try:
@@ -329,10 +332,12 @@ def restore(run_dir: str, template, step: int | None = None, *,
     path = store.step_dir(folder, step)
     target = _payload(template)
     named, treedef = _named_leaves(target)
+    empty = {k: np.zeros(np.shape(v), v.dtype) for k, v in named.items() if not np.size(v)}
     saved = {k: (tuple(shape), jnp.dtype(dtype)) for k, (shape, dtype) in
              manifest["arrays"].items()}
     # Optimizer moments saved as one flat vector are read whole and split afterwards.
-    wanted, flat = layouts.read_targets(named, saved)
+    wanted, flat = layouts.read_targets({k: v for k, v in named.items() if k not in empty},
+                                        saved)
     targets = _read_targets(path, wanted, saved, layouts.sum_tree_nodes(target, _named_leaves))
     shardings = {k: getattr(v, "sharding", None) for k, v in named.items()}
     for x in jax.tree.leaves((template.agent, template.memory)):
@@ -344,6 +349,7 @@ def restore(run_dir: str, template, step: int | None = None, *,
         raise Corrupted(f"checkpoint {path} is corrupted or truncated: {_reason(e)}",
                         step) from None
     arrays = layouts.split_flat_vectors(dict(arrays), flat, named)
+    arrays.update(empty)  # saved as nothing (see save)
     loaded = jax.tree_util.tree_unflatten(treedef, [arrays[k] for k in named])
     loaded["memory"] = layouts.relayout_sum_trees(target["memory"], loaded["memory"])
     placed = [x if isinstance(x, jax.Array) else multihost.put(x, shardings[k])

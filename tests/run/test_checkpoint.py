@@ -349,3 +349,22 @@ def test_flat_optimizer_moments_restore_per_parameter(tmp_path, monkeypatch, see
     jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6),
                  jax.tree.map(np.asarray, new_next.agent.params),
                  jax.tree.map(np.asarray, old_next.agent.params))
+
+
+def test_arrays_of_no_elements_are_saved_as_nothing_and_restored(tmp_path):
+    """MJX's env state holds arrays of no elements (a model without contacts), which orbax
+    refuses to save; a checkpoint leaves them out and restore makes them from the template."""
+    run = from_preset("gymnax-cartpole-ppo", num_envs=4, total_steps=512, tensorboard=False)
+    _, _, trainer, _ = build(run)
+
+    def with_empty(state):
+        extras = dict(state.env.extras or {}, contact_dist=jnp.zeros((4, 0), jnp.float32))
+        return state.replace(env=state.env.replace(extras=extras))
+
+    state = with_empty(trainer.init(jax.random.key(1)))
+    checkpoint.save(str(tmp_path), state, {"run": run.to_dict()})
+    assert not any("contact_dist" in k for k in checkpoint.read_manifest(str(tmp_path))["arrays"])
+    restored = checkpoint.restore(str(tmp_path), with_empty(trainer.init(jax.random.key(2))))
+    assert restored.env.extras["contact_dist"].shape == (4, 0)
+    for a, b in zip(jax.tree.leaves(state.env), jax.tree.leaves(restored.env), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
