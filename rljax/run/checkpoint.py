@@ -9,19 +9,16 @@ A checkpoint is a folder ``RUN_DIR/checkpoint/ENV_STEP/`` written by orbax-check
   its path (``memory.replay.storage.obs``);
 * ``manifest/``: rljax version, preset, algorithm, env id, the run's config, env steps.
 
-Each save adds a step folder and then deletes all but the last ``keep`` (the run's
-``keep_checkpoints``); a save killed at any moment leaves the previous
-checkpoints as they were. Restoring reads the newest one.
+Each save adds a step folder, then deletes all but the last ``keep`` (``keep_checkpoints``);
+a save killed at any moment leaves the previous ones as they were. Restore reads the newest.
 
 envpool's environments are not part of a checkpoint: a resumed run restarts its envs from
 ``reset()`` (the episodes in progress at save time are dropped from the statistics), and
-everything else continues where it stopped. JAX-native envs (``gymnax:...``,
-``craftax:...``) are: their states, keys and observations are saved with the rest, so a
-resumed run continues its episodes where they were.
+everything else continues where it stopped. JAX-native envs are: their states, keys and
+observations are saved with the rest, so a resumed run continues its episodes.
 
-Run directories written before checkpoints moved to orbax hold ``checkpoint/state.msgpack``
-and ``checkpoint/manifest.json``; they still restore (the legacy reader below), and the
-first save of the resumed run replaces them once ``keep`` newer checkpoints exist.
+Run directories from before orbax (``checkpoint/state.msgpack``, ``manifest.json``) still
+restore (the legacy reader below); a resumed run replaces them once ``keep`` newer exist.
 
 A sum tree saved with another layout (the default fanout was 16 before it became 8) is
 rebuilt from its leaves, which every layout stores first, so such runs still resume.
@@ -140,11 +137,9 @@ def save(run_dir: str, state, manifest: dict, keep: int | None = None, *,
     """
     keep = RunConfig.keep_checkpoints if keep is None else keep
     name, store, folder = folder, _store(), _folder(run_dir, folder)
-    named, _ = _named_leaves(_payload(state))
-    # Arrays of no elements (MJX's contact arrays of a model without contacts) hold
-    # nothing to save, and orbax refuses them: restore makes them anew from the template.
+    named, _ = _named_leaves(_payload(state))  # no arrays of no elements: orbax refuses them
     named = {k: v if isinstance(v, jax.Array) else jnp.asarray(v) for k, v in named.items()
-             if np.size(v)}
+             if np.size(v)}  # (MJX's contacts of a model without any; restore remakes them)
     env_steps = int(np.ravel(multihost.fetch(state.env_steps))[0])
     manifest = dict(manifest, env_steps=env_steps)
     try:
@@ -334,8 +329,7 @@ def restore(run_dir: str, template, step: int | None = None, *,
     named, treedef = _named_leaves(target)
     empty = {k: np.zeros(np.shape(v), v.dtype) for k, v in named.items() if not np.size(v)}
     saved = {k: (tuple(shape), jnp.dtype(dtype)) for k, (shape, dtype) in
-             manifest["arrays"].items()}
-    # Optimizer moments saved as one flat vector are read whole and split afterwards.
+             manifest["arrays"].items()}  # flat optimizer moments: read whole, then split
     wanted, flat = layouts.read_targets({k: v for k, v in named.items() if k not in empty},
                                         saved)
     targets = _read_targets(path, wanted, saved, layouts.sum_tree_nodes(target, _named_leaves))
