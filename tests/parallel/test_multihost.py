@@ -1,9 +1,9 @@
 """Runs over two processes (jax.distributed on localhost, 2 CPU devices each) compute
-what one process computes: seeds sharded over the 4 devices, and one DQN agent learning
-data-parallel over them. Only process 0 writes the run directory; each process writes
-the checkpoint shards of its own devices (nothing is gathered to one process), and the
-two processes restore the saved state and resume the run (two new processes resume one in
-tests/parallel/test_multiproc_cli.py)."""
+what one process computes: seeds sharded over the 4 devices, and one DQN or PQN agent
+learning data-parallel over them. Only process 0 writes the run directory; each process
+writes the checkpoint shards of its own devices (nothing is gathered to one process), and
+the two processes restore the saved state bit for bit and resume a run (two new processes
+resume one in tests/parallel/test_multiproc_cli.py)."""
 
 import dataclasses
 import json
@@ -25,21 +25,26 @@ SCRIPT = textwrap.dedent("""
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
                                + " --xla_force_host_platform_device_count=2")
     from rljax.parallel import multihost
-    port, pid, out, resume = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[5]
+    port, pid, out, restore = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[5]
     multihost.initialize(f"127.0.0.1:{port}", 2, pid)
     import dataclasses, glob, json
     import jax, numpy as np
-    from rljax.run import checkpoint
+    from rljax.run import checkpoint, startup
     from rljax.run.build import build
     from rljax.run.presets import from_preset
     from rljax.run.driver import train_run
 
     assert jax.process_count() == 2 and jax.device_count() == 4, jax.devices()
+    # The test session's compilation cache, as a CLI run uses its own: a resumed run loads
+    # the programs its first part compiled.
+    startup.enable_compile_cache()
     leaves = lambda tree: [np.asarray(x) for x in jax.tree.leaves(multihost.fetch(tree))]
     runs = json.loads(sys.argv[4])
-    # Train each run, then resume those named in sys.argv[5] from their checkpoints.
+    # Train each run, then restore those named in sys.argv[5] from their checkpoints
+    # (those also in sys.argv[6] then train on from there).
+    train_on = sys.argv[6].split(",")
     trained = set()
-    for name, kwargs, chunk_steps in runs + [r for r in runs if r[0] in resume.split(",")]:
+    for name, kwargs, chunk_steps in runs + [r for r in runs if r[0] in restore.split(",")]:
         resuming = name in trained
         trained.add(name)
         if resuming:
@@ -68,6 +73,8 @@ SCRIPT = textwrap.dedent("""
         assert len(got) == len(saved) > 0
         for x, y in zip(saved, got):
             np.testing.assert_array_equal(x, y)
+        if name not in train_on:
+            continue
         result = train_run(run, progress=False, resume=run_dir)
         resumed = leaves(result.state.agent)  # fetch is collective
         if pid == 0:
@@ -93,18 +100,18 @@ RUNS = [
     # below raises.)
     ("gymnax-pqn", dict(preset="gymnax-cartpole-pqn", anneal_lr=False, total_steps=2_048),
      1_024),
-    # The same run trained through to where the resumed one ends.
-    ("gymnax-pqn-through", dict(preset="gymnax-cartpole-pqn", anneal_lr=False,
-                                total_steps=3_072), 1_024),
 ]
-# The runs resumed from their checkpoints (by the same two processes, after all trained;
-# tests/parallel/test_multiproc_cli.py resumes a run in two new processes).
-RESUMED = ("dqn", "gymnax-pqn")
-# The one-process run each two-process run must equal (the through run is compared with the
-# resumed one instead), with its devices: an on-policy agent learning data-parallel takes
-# each shard's own minibatches (docs/scaling.md), so it equals one process with the same 4
-# devices, not one device.
-ONE_PROCESS_DEVICES = {"members": 1, "dqn": 1, "gymnax-seeds": 1, "gymnax-pqn": 4}
+# The runs restored from their checkpoints by the same two processes after all trained
+# (each process reads its own shards back, bit for bit), and those of them that then train
+# on (tests/parallel/test_multiproc_cli.py resumes a run in two new processes).
+RESTORED = ("dqn", "gymnax-pqn")
+TRAINED_ON = ("gymnax-pqn",)
+RESUMED_TO = 3_072
+# The one-process run each two-process run must equal, with its devices: an on-policy
+# agent learning data-parallel takes each shard's own minibatches (docs/scaling.md), so it
+# equals one process with the same 4 devices, not one device. (The resumed gymnax-pqn run is
+# compared with one process trained straight through, below.)
+ONE_PROCESS_DEVICES = {"members": 1, "dqn": 1, "gymnax-seeds": 1}
 
 
 ONE_PROCESS = textwrap.dedent("""
@@ -147,12 +154,13 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _two_processes(tmp_path, runs, resume: tuple[str, ...]) -> None:
+def _two_processes(tmp_path, runs, restore: tuple[str, ...], train_on: tuple[str, ...]) -> None:
     script = tmp_path / "multihost.py"
     script.write_text(SCRIPT)
     port = str(_free_port())
     procs = [subprocess.Popen([sys.executable, str(script), port, str(pid), str(tmp_path),
-                               json.dumps(runs), ",".join(resume)], stdout=subprocess.PIPE,
+                               json.dumps(runs), ",".join(restore), ",".join(train_on)],
+                              stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for pid in (0, 1)]
     try:
         outs = [p.communicate(timeout=600) for p in procs]
@@ -165,10 +173,10 @@ def _two_processes(tmp_path, runs, resume: tuple[str, ...]) -> None:
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    """The RUNS trained over two processes, then the RESUMED ones resumed by them (their
-    outputs in the returned folder)."""
+    """The RUNS trained over two processes, then the RESTORED ones restored by them and the
+    TRAINED_ON ones trained on (their outputs in the returned folder)."""
     out = tmp_path_factory.mktemp("multihost")
-    _two_processes(out, RUNS, RESUMED)
+    _two_processes(out, RUNS, RESTORED, TRAINED_ON)
     return out
 
 
@@ -199,39 +207,37 @@ def test_two_processes_match_one(trained, tmp_path):
 
 
 @pytest.mark.slow
-def test_two_processes_resume_a_gymnax_run_mid_episode(trained):
+def test_two_processes_resume_a_gymnax_run_mid_episode(trained, tmp_path):
     """The data-parallel gymnax run resumes over two processes from its checkpoint, env
-    state included: the envs go on from where they were (episodes not restarted)."""
+    state included: the envs go on from where they were (episodes not restarted), and the
+    run ends as one process with the same 4 devices trained straight through ends."""
     name = "gymnax-pqn"
     (run_dir,) = (trained / name).iterdir()
     before = json.loads((trained / f"{name}.json").read_text())
     # (restored bit for bit, then trained on)
     after = json.loads((trained / f"{name}-resumed.json").read_text())
-    assert after["resumed_from_step"] == 2_048 and after["env_steps"] == 3_072
+    assert after["resumed_from_step"] == 2_048 and after["env_steps"] == RESUMED_TO
     assert after["episodes"] >= before["episodes"] > 0
     rows = [json.loads(line) for line in open(run_dir / "metrics.jsonl")]
     assert [r["env_steps"] for r in rows] == [1_024, 2_048, 3_072]
-    # The two processes trained through without stopping end exactly alike.
-    through = json.loads((trained / "gymnax-pqn-through.json").read_text())
-    assert through["episodes"] == after["episodes"]
-    resumed, whole = (np.load(trained / f"{n}.npz") for n in (f"{name}-resumed",
-                                                                "gymnax-pqn-through"))
-    assert len(resumed.files) == len(whole.files) > 0
-    for k in whole.files:
-        np.testing.assert_array_equal(resumed[k], whole[k])
+    (kwargs, chunk_steps), = [(k, c) for n, k, c in RUNS if n == name]
+    whole, one_summary = _one_process(dict(kwargs, total_steps=RESUMED_TO), chunk_steps, 4,
+                                      tmp_path / "through")
+    assert one_summary["episodes"] == after["episodes"]
+    resumed = np.load(trained / f"{name}-resumed.npz")
+    assert len(resumed.files) == len(whole) > 0
+    for i, leaf in enumerate(whole):
+        np.testing.assert_allclose(resumed[f"arr_{i}"], leaf, rtol=1e-4, atol=1e-5,
+                                   err_msg=f"leaf {i}")
 
 
 @pytest.mark.slow
-def test_each_process_writes_its_shards_and_two_processes_resume(trained):
+def test_each_process_writes_its_shards_and_two_processes_restore_them(trained):
     name = "dqn"
     (run_dir,) = (trained / name).iterdir()
-    assert sorted(os.listdir(run_dir / "checkpoint")) == ["2048", "3072"]  # and resumed
+    assert sorted(os.listdir(run_dir / "checkpoint")) == ["2048"]
     state = run_dir / "checkpoint" / "2048" / "state"
     for process in (0, 1):  # each process wrote data of its own
         data = list((state / f"ocdbt.process_{process}" / "d").iterdir())
         assert sum(f.stat().st_size for f in data) > 10_000, process
-    # (restored bit for bit, then trained on)
-    summary = json.loads((trained / f"{name}-resumed.json").read_text())
-    assert summary["resumed_from_step"] == 2_048 and summary["env_steps"] == 3_072
-    rows = [json.loads(line)["env_steps"] for line in open(run_dir / "metrics.jsonl")]
-    assert rows == [1_024, 2_048, 3_072]
+    # (and the two processes read the agent and the replay back bit for bit: the script)
