@@ -33,7 +33,9 @@ def _start(args: list[str], port: int, pid: int, count: int = 2, devices: int = 
     cmd = [sys.executable, "-m", "rljax.run.cli", "train", *args, "--distributed",
            "--coordinator", f"127.0.0.1:{port}", "--num-processes", str(count),
            "--process-id", str(pid)]
-    env = dict(os.environ, XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}")
+    # (after the suite's own XLA flags: tests/conftest.py)
+    flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={devices}"
+    env = dict(os.environ, XLA_FLAGS=flags.strip())
     return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
 
