@@ -211,8 +211,9 @@ def _whole_and_resumed(tmp_path, chunk: int, total: int, **changes):
 def test_sac_on_brax_trains_and_its_resume_equals_the_uninterrupted_run(tmp_path):
     """Brax's own inverted_pendulum (positional pipeline) in short SAC runs: episodes end
     (random actions topple the pole within ~20 steps), losses are finite, and a run stopped
-    after one chunk and resumed (brax's physics state in the checkpoint) equals the
-    uninterrupted one row for row."""
+    after one chunk and resumed (brax's physics state, keys, step counts and
+    the replay in the checkpoint) equals the uninterrupted one row for row. (A user's
+    brax-style object through the same backend code: tests/run/test_env_objects.py.)"""
     pytest.importorskip("brax")
     whole, rows = _whole_and_resumed(tmp_path, 32, 64, env="brax:inverted_pendulum",
                                      num_envs=2, random_steps=16, learning_starts=16,
@@ -270,20 +271,6 @@ def test_four_seeds_of_a_brax_preset_in_one_program(walk, tmp_path, capsys):
     assert len(set(returns)) == 4, returns  # the members draw their own episodes
 
 
-@pytest.mark.slow  # ~50 s at load 7 on 2 cores: three small SAC programs
-def test_sac_resumed_mid_episode_equals_the_uninterrupted_run(walk, tmp_path):
-    """A SAC run on a brax-style env stopped after one chunk and resumed continues its
-    episodes (the env states, keys and step counts are in the checkpoint) and its replay:
-    every row equals the uninterrupted run's."""
-    whole, rows = _whole_and_resumed(tmp_path, 200, 600, env=walk, num_envs=4,
-                                     random_steps=100, learning_starts=100, batch_size=32,
-                                     actor_hidden=(16,), critic_hidden=(16,), buffer_size=1_000)
-    keys = ("env_steps", "episodes", "episode_return_mean", "critic_loss")
-    assert len(rows) == 3 and rows[-1]["episodes"] > 0
-    assert [[r.get(k) for k in keys] for r in rows] == [[r.get(k) for k in keys]
-                                                      for r in whole.metrics]
-
-
 @pytest.mark.exhaustive  # brax programs compile for minutes on 2 cores
 @pytest.mark.slow
 @pytest.mark.parametrize("preset,changes", [
@@ -292,7 +279,7 @@ def test_sac_resumed_mid_episode_equals_the_uninterrupted_run(walk, tmp_path):
     ("reacher-ppo", dict(num_envs=4, rollout_len=16, num_minibatches=2, num_epochs=1)),
 ])
 def test_every_continuous_agent_trains_on_a_brax_style_env(walk, preset, changes):
-    """DDPG, TD3 and Gaussian PPO (SAC: the resume test) run on the backend unchanged:
+    """DDPG, TD3 and Gaussian PPO (SAC: the brax resume test above) run on the backend unchanged:
     a short run's rows count finished episodes and finite losses."""
     hidden = {"hidden_sizes": (8,)} if preset.endswith("ppo") else {
         "actor_hidden": (8,), "critic_hidden": (8,), "buffer_size": 500}
