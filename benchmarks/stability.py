@@ -32,7 +32,8 @@ from benchmarks.common import RESULTS_DIR, machine
 
 # The CartPole and Reacher presets, envpool and gymnax, memory presets included.
 PRESETS = ("cartpole-a2c", "cartpole-dqn", "cartpole-rainbow", "cartpole-ppo", "cartpole-pqn",
-           "gymnax-cartpole-ppo", "gymnax-cartpole-pqn", "reacher-ddpg", "reacher-td3",
+           "gymnax-cartpole-ppo", "gymnax-cartpole-ppo-purejaxrl", "gymnax-cartpole-pqn",
+           "reacher-ddpg", "reacher-td3",
            "reacher-sac", "reacher-ppo", "cartpole-novel-ppo-rnn", "cartpole-novel-pqn-rnn")
 RESULTS = os.path.join(RESULTS_DIR, "stability.json")
 
