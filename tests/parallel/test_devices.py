@@ -67,7 +67,8 @@ SCRIPT = textwrap.dedent("""
     # programs can flip a greedy action, and the runs then part ways.)
     dqn = dataclasses.replace(from_preset("cartpole-dqn", num_envs=4, total_steps=4_000,
                                           num_seeds=4, tensorboard=False,
-                                          learning_starts=5_000), chunk_steps=512)
+                                          learning_starts=4_096, buffer_size=4_096),
+                              chunk_steps=512)
     sharded, _, _ = run_chunks(dataclasses.replace(dqn, devices=4), 2)
     one, _, _ = run_chunks(dqn, 2)
     for a, b in zip(jax.tree.leaves(sharded.memory), jax.tree.leaves(one.memory), strict=True):
