@@ -6,6 +6,8 @@ import pathlib
 import re
 import shlex
 
+import pytest
+
 from benchmarks import scaling_matrix as sm
 from rljax.run.presets import get_preset
 
@@ -108,3 +110,40 @@ def test_cells_resume_keeps_the_other_cells_in_order(tmp_path, monkeypatch):
     solve = json.loads((tmp_path / "scaling_matrix_solve.json").read_text())
     assert [(r["total_steps"], r["equal"]) for r in solve["cells"]] == [(150_000,
                                                                          "not compared")]
+
+
+def _doc_tables() -> list[str]:
+    """The markdown tables of docs/scaling.md's matrix section, in order."""
+    section = DOC.read_text().split("### The matrix", 1)[1].split("\n## ", 1)[0]
+    return ["\n".join(t.strip().splitlines()) for t in
+            re.findall(r"\n(\| preset \|.*?)\n(?!\|)", section + "\n", re.S)]
+
+
+def test_doc_tables_are_the_results_files(capsys):
+    """The page's tables are what its `--table` commands print of the results files."""
+    lines = [line for line in DOC.read_text().splitlines() if "--table" in line
+             and line.startswith("python -m benchmarks.scaling_matrix")]
+    commands = [shlex.split(c)[3:] for line in lines for c in line.split("&&")]
+    assert commands == [["--table"], ["--table", "--solve"]]
+    printed = []
+    for args in commands:
+        assert sm.main(args) == 0
+        printed.append(capsys.readouterr().out.strip())
+    assert _doc_tables() == printed
+
+
+def test_docs_check_runs_the_pages_throughput_command():
+    from benchmarks import scaling_docs, throughput
+
+    command = scaling_docs.doc_command()
+    assert command[1:3] == ["-m", "benchmarks.throughput"]
+    assert "seeds-gymnax" in command and "--cpu-threads" not in command
+    with pytest.raises(SystemExit) as parsed:  # the benchmark's parser takes it: --help
+        throughput.main([*command[3:], "--cpu-threads", "1", "--help"])
+    assert parsed.value.code == 0
+    one = {"1": 250.0, "16": 240.0, "64": 210.0, "256": 160.0}
+    default = {"1": 200.0, "16": 220.0, "64": 230.0, "256": 200.0}
+    assert scaling_docs.verdict(one, default, 32) == []
+    assert [w.split(":")[0] for w in scaling_docs.verdict(default, one, 32)] == [
+        "1 seeds", "16 seeds", "64 seeds", "256 seeds"]
+    assert [w.split(":")[0] for w in scaling_docs.verdict(one, default, 8)] == ["16 seeds"]
