@@ -143,8 +143,8 @@ PRESETS: list[Preset] = [
             notes=f"{_CPU_SAC_NOTE}, at 32 envs with 8 gradient steps of 256 per 32 env "
                   "steps (Playground: 8 of 512 per 128) and 64-64 networks, as "
                   "brax-inverted-pendulum-sac; MJX (impl='jax') on the CPU; seed 51: episodes "
-                  "past 900 from ~160k, 100-episode mean 861 at 200k (not solved); a "
-                  "Playground env state cannot be checkpointed yet (docs/results.md)"),
+                  "past 900 from ~160k, 100-episode mean 861 at 200k (not solved; "
+                  "docs/results.md)"),
     *_playground("CartpoleBalance", "cartpole-balance", 60_000_000, 5_000_000, 900.0),
     *_playground("ReacherEasy", "reacher-easy", 60_000_000, 5_000_000, 800.0),
     *_playground("CheetahRun", "cheetah-run", 60_000_000, 10_000_000, None),
