@@ -274,30 +274,6 @@ def test_member_k_of_four_seeds_equals_the_single_run():
     assert all(not np.allclose(hidden[i], hidden[j]) for i in range(4) for j in range(i))
 
 
-def test_checkpoint_keeps_the_carry_and_resume_continues(tmp_path):
-    import rljax
-
-    run = rljax.train("cartpole-novel-ppo-rnn", total_steps=1_024, chunk_steps=512,
-                      logdir=str(tmp_path), tensorboard=False, eval_every=0, num_envs=8,
-                      num_minibatches=2, num_epochs=1, hidden_sizes=(8, 8), **{"memory.size": 8})
-    hidden = np.asarray(run.state.agent.hidden)
-    assert np.abs(hidden).sum() > 0
-    loaded = rljax.load(run.run_dir)
-    np.testing.assert_array_equal(np.asarray(loaded.state.agent.hidden), hidden)
-    # The run's policy keeps its own memory for a single env, and forgets it on request.
-    obs = np.array([0.01, -0.02], np.float32)
-    loaded.policy(obs, new_episode=True)
-    first = np.asarray(loaded._memory[1]).copy()
-    loaded.policy(obs)
-    assert not np.allclose(loaded._memory[1], first)
-    loaded.reset_memory()
-    loaded.policy(obs, new_episode=True)
-    np.testing.assert_array_equal(loaded._memory[1], first)
-    resumed = rljax.train(resume=run.run_dir, total_steps=2_048)
-    assert resumed.summary["env_steps"] == 2_048
-    assert int(resumed.state.agent.learner.step) == 2 * int(run.state.agent.learner.step)
-
-
 @pytest.mark.optimized
 @pytest.mark.slow
 def test_ppo_rnn_learns_novel_cartpole_and_a_flipped_surrogate_does_not():
@@ -335,7 +311,8 @@ def test_recurrent_run_on_a_jax_native_env_resumes_exactly(tmp_path):
     and resumed ends where the uninterrupted run ends: the same metrics rows (episode
     counts and returns continue), the same carry and the same parameters, bit for bit.
     The checkpoint holds both the env state and the carry; without either the second
-    chunk would start from fresh episodes or a zero carry and differ."""
+    chunk would start from fresh episodes or a zero carry and differ. The loaded run's
+    policy keeps a carry of its own."""
     import rljax
 
     common = dict(env="gymnax:CartPole-v1", num_envs=8, chunk_steps=512, num_epochs=1,
@@ -354,3 +331,17 @@ def test_recurrent_run_on_a_jax_native_env_resumes_exactly(tmp_path):
     for a, b in zip(jax.tree.leaves(jax.device_get(whole.state.agent)),
                     jax.tree.leaves(jax.device_get(resumed.state.agent)), strict=True):
         np.testing.assert_array_equal(a, b)
+    # The saved run loads with its carry; its policy keeps its own memory for a single
+    # env, and forgets it on request.
+    hidden = np.asarray(whole.state.agent.hidden)
+    assert np.abs(hidden).sum() > 0
+    loaded = rljax.load(whole.run_dir)
+    np.testing.assert_array_equal(np.asarray(loaded.state.agent.hidden), hidden)
+    obs = np.array([0.01, -0.02], np.float32)
+    loaded.policy(obs, new_episode=True)
+    first = np.asarray(loaded._memory[1]).copy()
+    loaded.policy(obs)
+    assert not np.allclose(loaded._memory[1], first)
+    loaded.reset_memory()
+    loaded.policy(obs, new_episode=True)
+    np.testing.assert_array_equal(loaded._memory[1], first)

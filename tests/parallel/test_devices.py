@@ -62,18 +62,9 @@ SCRIPT = textwrap.dedent("""
         assert [r["env_steps"] for r in rows] == [160, 320]
         np.testing.assert_allclose(rows[-1]["loss"], np.mean(m1["loss"][k]), rtol=1e-5)
     lap("a2c members")
-    # DQN before learning starts: each device's replay holds exactly its members'
-    # transitions. (Once learning, a rounding-level difference between the two
-    # programs can flip a greedy action, and the runs then part ways.)
-    dqn = dataclasses.replace(from_preset("cartpole-dqn", num_envs=4, total_steps=4_000,
-                                          num_seeds=4, tensorboard=False,
-                                          learning_starts=4_096, buffer_size=4_096),
-                              chunk_steps=512)
-    sharded, _, _ = run_chunks(dataclasses.replace(dqn, devices=4), 2)
-    one, _, _ = run_chunks(dqn, 2)
-    for a, b in zip(jax.tree.leaves(sharded.memory), jax.tree.leaves(one.memory), strict=True):
-        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
-    lap("dqn members")
+    # (An off-policy agent's members shard the same way: shard_trainer splits the whole
+    # state, replay included, along the member axis; the DDPG run below shards its replay
+    # data-parallel, and tests/parallel/test_multihost.py a DQN run over two processes.)
     # One A2C agent learning data-parallel: 16 envs split 4 per device, each device's
     # gradient averaged. With every step of the first rollout valid and no advantage
     # normalization, the mean of the shards' mean losses is the whole batch's, so the first

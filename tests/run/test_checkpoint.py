@@ -313,7 +313,7 @@ def test_flat_optimizer_moments_restore_per_parameter(tmp_path, monkeypatch, see
 
     from rljax.agents import pqn, pqn_core
 
-    run = from_preset("cartpole-pqn", total_steps=10_000, logdir=str(tmp_path),
+    run = from_preset("cartpole-pqn", total_steps=1_024, logdir=str(tmp_path),
                       tensorboard=False, num_seeds=seeds)
 
     def flattened(config, parallel=pqn.ONE_DEVICE, run_length=None):
