@@ -541,10 +541,15 @@ _TWIN_CRITIC_WORK = dict(num_envs=20, env_steps_per_update=1, grad_steps=20, bat
                          actor_hidden=(256, 256), critic_hidden=(256, 256),
                          learning_starts=256, random_steps=256)
 
-def bench_seeds(preset: str, rounds: int, chunk_steps: int,
-                counts: tuple[int, ...] = (1, 16, 64, 256)) -> dict:
-    """Total env steps/s of ``count`` seeds of ``preset`` in one program (vmapped members),
-    for each count, in interleaved rounds; ``vs_one_seed``: the total over one seed's."""
+# The many-seeds benchmark's preset and env steps per member per chunk (seeds-gymnax; the
+# thread-pool check of docs/scaling.md, benchmarks/scaling_docs.py, times the same programs).
+SEEDS_PRESET, SEEDS_CHUNK_STEPS = "gymnax-cartpole-ppo", 16_384
+
+
+def seed_rates(preset: str, chunk_steps: int,
+               counts: tuple[int, ...]) -> tuple[dict[str, Callable[[], float]], dict]:
+    """``count`` seeds of ``preset`` in one program (vmapped members), compiled and warmed
+    up for each count: ``({str(count): total env steps/s of one chunk call}, description)``."""
     measure, info = {}, {}
     for count in counts:
         run = dataclasses.replace(from_preset(preset, num_seeds=count), chunk_steps=chunk_steps,
@@ -554,6 +559,14 @@ def bench_seeds(preset: str, rounds: int, chunk_steps: int,
         measure[str(count)] = _chunk_rate(chunk, {"state": state},
                                           count * trainer.steps_per_chunk)
         info = _describe(preset, {}, run, trainer)
+    return measure, info
+
+
+def bench_seeds(preset: str, rounds: int, chunk_steps: int,
+                counts: tuple[int, ...] = (1, 16, 64, 256)) -> dict:
+    """Total env steps/s of ``count`` seeds of ``preset`` in one program (vmapped members),
+    for each count, in interleaved rounds; ``vs_one_seed``: the total over one seed's."""
+    measure, info = seed_rates(preset, chunk_steps, counts)
     from benchmarks import profiling
 
     measure["gemm_2048"] = profiling.gemm_rate(2048)
@@ -563,7 +576,7 @@ def bench_seeds(preset: str, rounds: int, chunk_steps: int,
     # The ceiling: the update's matmul FLOPs per env step at this CPU's large-GEMM rate.
     run = from_preset(preset)
     flops = profiling.on_policy_update_flops(run.algo, run.config, envs.make(
-        run.env_id, run.config.loop.num_envs, 0).spec) / trainer.steps_per_update
+        run.env_id, run.config.loop.num_envs, 0).spec) / info["env_steps_per_update"]
     return {**info, "env_only_sps": None, "train_sps": totals[str(counts[0])], "ratio": None,
             "total_sps_by_seeds": totals,
             "vs_one_seed": {k: v / totals[str(counts[0])] for k, v in totals.items()},
@@ -683,7 +696,7 @@ BENCHES = {
                                                reference=True),
     "pqn-minatar": lambda rounds: bench_preset("minatar-breakout-pqn", rounds, 40_960,
                                                reference=True),
-    "seeds-gymnax": lambda rounds: bench_seeds("gymnax-cartpole-ppo", rounds, 16_384),
+    "seeds-gymnax": lambda rounds: bench_seeds(SEEDS_PRESET, rounds, SEEDS_CHUNK_STEPS),
     # Brax's and Playground's JAX physics against envpool's Reacher-v5, env only.
     "physics": bench_physics,
     "physics-brax": lambda rounds: bench_physics(rounds, num_envs=(256,),

@@ -6,8 +6,6 @@ import pathlib
 import re
 import shlex
 
-import pytest
-
 from benchmarks import scaling_matrix as sm
 from rljax.run.presets import get_preset
 
@@ -132,18 +130,19 @@ def test_doc_tables_are_the_results_files(capsys):
     assert _doc_tables() == printed
 
 
-def test_docs_check_runs_the_pages_throughput_command():
-    from benchmarks import scaling_docs, throughput
+def test_thread_pool_check_takes_the_pages_command_and_uses_medians_of_pairs():
+    from benchmarks import scaling_docs
+    from rljax.run.presets import ONE_THREAD_MEMBERS
 
-    command = scaling_docs.doc_command()
-    assert command[1:3] == ["-m", "benchmarks.throughput"]
-    assert "seeds-gymnax" in command and "--cpu-threads" not in command
-    with pytest.raises(SystemExit) as parsed:  # the benchmark's parser takes it: --help
-        throughput.main([*command[3:], "--cpu-threads", "1", "--help"])
-    assert parsed.value.code == 0
-    one = {"1": 250.0, "16": 240.0, "64": 210.0, "256": 160.0}
-    default = {"1": 200.0, "16": 220.0, "64": 230.0, "256": 200.0}
-    assert scaling_docs.verdict(one, default, 32) == []
-    assert [w.split(":")[0] for w in scaling_docs.verdict(default, one, 32)] == [
-        "1 seeds", "16 seeds", "64 seeds", "256 seeds"]
-    assert [w.split(":")[0] for w in scaling_docs.verdict(one, default, 8)] == ["16 seeds"]
+    found = re.search(r"`python -m benchmarks\.scaling_docs ([^`]*)`", DOC.read_text())
+    args = scaling_docs.parser().parse_args(shlex.split(found.group(1)))
+    assert args.pairs >= 3 and min(args.seeds) <= ONE_THREAD_MEMBERS < max(args.seeds)
+    # one thread / default pool per pair: a median above 1 is one thread's win
+    ratios = {"16": [1.2, 0.9, 1.1], "64": [0.8, 1.05, 0.9], "256": [0.7, 0.8, 0.75]}
+    summary, wrong = scaling_docs.verdict(ratios, 32)
+    assert wrong == []
+    assert summary["16"] == {"median": 1.1, "low": 0.9, "high": 1.2,
+                             "same_winner_every_pair": False}
+    assert summary["256"]["same_winner_every_pair"]
+    assert [w.split(":")[0] for w in scaling_docs.verdict(ratios, 64)[1]] == ["64 seeds"]
+    assert [w.split(":")[0] for w in scaling_docs.verdict(ratios, 8)[1]] == ["16 seeds"]
