@@ -41,7 +41,7 @@ def parser() -> argparse.ArgumentParser:
                    help="counts of seeds in one program")
     p.add_argument("--max-load", type=float, default=3.0,
                    help="wait before a pair while the 1-minute load average is at or above")
-    p.add_argument("--wait", type=float, default=90.0,
+    p.add_argument("--wait", type=float, default=30.0,
                    help="seconds to wait for that at most (then the pair runs anyway)")
     p.add_argument("--worker", type=int, default=None, help=argparse.SUPPRESS)
     return p
@@ -79,10 +79,10 @@ def _worker(threads: int, counts: list[int]) -> int:
     rates, _ = seed_rates(SEEDS_PRESET, SEEDS_CHUNK_STEPS, tuple(counts))
     print("ready", file=answers, flush=True)
     for line in sys.stdin:  # chunks for at least MIN_SECONDS: their total steps / time
-        seconds = []
-        while sum(seconds) < MIN_SECONDS:
-            seconds.append(1 / rates[line.strip()]())
-        print(len(seconds) / sum(seconds), file=answers, flush=True)
+        per_step, start = [], time.perf_counter()
+        while not per_step or time.perf_counter() - start < MIN_SECONDS:
+            per_step.append(1 / rates[line.strip()]())
+        print(len(per_step) / sum(per_step), file=answers, flush=True)
     return 0
 
 
