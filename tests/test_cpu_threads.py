@@ -97,10 +97,10 @@ def test_run_setting_bounds_and_cli_flag():
     assert [o.flag for o in OPTIONS if o.name == "cpu_threads"] == ["--cpu-threads"]
     # Many members make the matmuls large enough for every core: the preset's one thread
     # gives way to JAX's default, unless cpu_threads is given.
-    assert from_preset("gymnax-cartpole-ppo", num_seeds=32).cpu_threads == 1
-    assert from_preset("gymnax-cartpole-ppo", num_seeds=64).cpu_threads == 0
-    assert from_preset("gymnax-cartpole-ppo", num_seeds=16,
-                       sweep="lr=1e-3,2e-3,3e-3").cpu_threads == 0  # 48 members
+    assert from_preset("gymnax-cartpole-ppo", num_seeds=16).cpu_threads == 1
+    assert from_preset("gymnax-cartpole-ppo", num_seeds=17).cpu_threads == 0
+    assert from_preset("gymnax-cartpole-ppo", num_seeds=8,
+                       sweep="lr=1e-3,2e-3,3e-3").cpu_threads == 0  # 24 members
     assert from_preset("gymnax-cartpole-ppo", num_seeds=256, cpu_threads=1).cpu_threads == 1
     assert from_preset("gymnax-cartpole-ppo", num_seeds=256, cpu_threads="1").cpu_threads == 1
 

@@ -83,10 +83,13 @@ def get_preset(name: str) -> Preset:
     return PRESETS[name]
 
 
-# A preset's one-thread CPU pool (``cpu_threads=1``) pays for a few members; vmapping
-# more makes the matmuls large enough for every core (gymnax-cartpole-ppo on 2 cores: one
-# thread ahead at 16 seeds, 1.07x behind at 64 and 1.24x at 256; docs/scaling.md).
-ONE_THREAD_MEMBERS = 32
+# A preset's one-thread CPU pool (``cpu_threads=1``) pays for a few members; with more,
+# neither pool wins reliably (gymnax-cartpole-ppo on 2 cores, one thread / default pool,
+# median of 5 alternating pairs at load 4-8: 1.12 at 16 seeds, 0.99 at 32, 0.92 at 64,
+# 1.04 at 128, 1.03 at 256, every count above 16 with pairs on both sides of 1; an earlier
+# back-to-back run had the default pool 1.07x ahead at 64 and 1.24x at 256), and 16 is the
+# bound that loses least (python -m benchmarks.scaling_docs, docs/scaling.md).
+ONE_THREAD_MEMBERS = 16
 
 
 def from_preset(preset: str | Preset, **changes: Any) -> RunConfig:
