@@ -1,13 +1,14 @@
 """Checks that a change leaves training unchanged: short runs of the reference presets
 written by two checkouts, their metrics.jsonl compared row by row (wall-time fields aside).
 
-    python -m benchmarks.same_behaviour run OUT_DIR          # in each checkout
+    python -m benchmarks.same_behaviour run OUT_DIR [--only TAG ...]   # in each checkout
     python -m benchmarks.same_behaviour compare BEFORE AFTER
 
 ``run`` trains cartpole-a2c, -dqn, -ppo, -pqn, -rainbow (24k env steps) and reacher-ddpg,
--td3, -sac (16k) for seeds 0 and 1, cartpole-ppo with ``--seeds 4``, gymnax-cartpole-ppo
-and cartpole-novel-ppo-rnn, each in its own process with the compile cache off, using the
-rljax of the current directory. ``compare`` prints each run whose rows differ and exits 1
+-td3, -sac (16k) for seeds 0 and 1, cartpole-ppo with ``--seeds 4``, gymnax-cartpole-ppo,
+cartpole-novel-ppo-rnn and minatar-breakout-pqn and -ppo (about 25k), each in its own
+process with the compile cache off, using the rljax of the current directory; ``--only``
+runs the runs of those tags alone. ``compare`` prints each run whose rows differ and exits 1
 if any does. A refactor of the agents, loops or configs should compare equal everywhere.
 """
 
@@ -31,15 +32,21 @@ RUNS: list[tuple[str, str, list[str]]] = [
     ("gymnax-ppo-s0", "gymnax-cartpole-ppo",
      ["--total-steps", "24000", "--chunk-steps", "4000"]),
     ("ppo-rnn-s0", "cartpole-novel-ppo-rnn", ["--total-steps", "8192", "--chunk-steps", "2048"]),
+    ("minatar-pqn-s0", "minatar-breakout-pqn",
+     ["--total-steps", "24576", "--chunk-steps", "4096"]),
+    ("minatar-ppo-s0", "minatar-breakout-ppo",
+     ["--total-steps", "24576", "--chunk-steps", "8192"]),
 ]
 WALL_TIME = ("time", "sps", "wall", "compile", "startup", "elapsed", "_s")
 
 
-def run_all(out: str) -> int:
+def run_all(out: str, only: list[str] | None = None) -> int:
     env = {**os.environ, "RLJAX_COMPILE_CACHE": "0",
            "PYTHONPATH": os.pathsep.join([os.getcwd(), os.environ.get("PYTHONPATH", "")])}
     failed = 0
     for tag, preset, args in RUNS:
+        if only and tag not in only:
+            continue
         logdir = os.path.join(out, tag)
         os.makedirs(logdir, exist_ok=True)
         cmd = [sys.executable, "-m", "rljax.run.cli", "train", preset, "--logdir", logdir,
@@ -88,13 +95,16 @@ def compare(before: str, after: str) -> int:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("run").add_argument("out")
+    runner = sub.add_parser("run")
+    runner.add_argument("out")
+    runner.add_argument("--only", nargs="+", choices=[tag for tag, _, _ in RUNS],
+                        help="the runs of these tags alone")
     cmp = sub.add_parser("compare")
     cmp.add_argument("before")
     cmp.add_argument("after")
     args = parser.parse_args(argv)
     if args.command == "run":
-        return run_all(args.out)
+        return run_all(args.out, args.only)
     return compare(args.before, args.after)
 
 

@@ -58,8 +58,10 @@ class Rollout(NamedTuple):
             truncated[t]``, ``obs[t + 1]`` is already the next episode's first observation
             and a truncated step bootstraps from ``final_obs[t]`` instead; elsewhere the
             two are equal. None for envs with a separate reset step (envpool), where
-            ``obs[t + 1]`` is always the real final observation. See
-            :func:`next_obs`.
+            ``obs[t + 1]`` is always the real final observation. It may be kept in a
+            narrower dtype that holds the observations exactly
+            (``EnvSpec.compact_obs_dtype``); read it through :func:`next_obs` or
+            :func:`next_values`, which widen it to ``obs``'s.
     """
 
     obs: Array
@@ -74,8 +76,11 @@ class Rollout(NamedTuple):
 
 def next_obs(rollout: Rollout) -> Array:
     """``[T, B, *obs_shape]``: the observation each step of ``rollout`` bootstraps from
-    (the real final observation where an episode ended, the next one elsewhere)."""
-    return rollout.obs[1:] if rollout.final_obs is None else rollout.final_obs
+    (the real final observation where an episode ended, the next one elsewhere), in the
+    observations' dtype (``final_obs`` may be kept in a compact one)."""
+    if rollout.final_obs is None:
+        return rollout.obs[1:]
+    return rollout.final_obs.astype(rollout.obs.dtype)
 
 
 def next_values(rollout: Rollout, values: Array, value_fn: Callable[[Array], Array],
@@ -95,9 +100,8 @@ def next_values(rollout: Rollout, values: Array, value_fn: Callable[[Array], Arr
         last = value_fn(rollout.obs[-1])
         return jax.numpy.concatenate([values[1:], last[None]], axis=0)
     final = flat_steps(rollout.final_obs)
-    return bootstrap_values(values, rollout.truncated,
-                            lambda index: value_fn(final if index is None else final[index]),
-                            time_limit)
+    return bootstrap_values(values, rollout.truncated, lambda index: value_fn(
+        (final if index is None else final[index]).astype(rollout.obs.dtype)), time_limit)
 
 
 def flat_steps(x: Array) -> Array:

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rljax.types import Rollout, next_values
+from rljax.types import Rollout, next_obs, next_values
 
 
 def _rollout(steps, envs, limit, seed, keep_final=True):
@@ -94,6 +94,21 @@ def test_value_fn_runs_on_the_bound_only():
     seen.clear()
     next_values(r, _value(r.obs[:-1]), value_fn, 0)
     assert seen == [16 * 8]  # no time limit known: every final observation, once
+
+
+@pytest.mark.parametrize("limit", [3, 0])
+def test_a_compact_final_observation_is_widened_to_the_same_values(limit):
+    """0/1 observations with the final ones kept as bool (EnvSpec.compact_obs_dtype):
+    next_obs and next_values give exactly what the float32 final observations give."""
+    r = _rollout(10, 4, 3, seed=4)
+    r = r._replace(obs=(r.obs > 0).astype(jnp.float32),
+                   final_obs=(r.final_obs > 0).astype(jnp.float32))
+    compact = r._replace(final_obs=r.final_obs.astype(bool))
+    assert next_obs(compact).dtype == jnp.float32
+    np.testing.assert_array_equal(next_obs(compact), next_obs(r))
+    values = _value(r.obs[:-1])
+    np.testing.assert_array_equal(next_values(compact, values, _value, limit),
+                                  next_values(r, values, _value, limit))
 
 
 def test_vmapped_over_members_equals_each():

@@ -34,7 +34,7 @@ from rljax.networks import core as nets
 from rljax.networks.distributions import categorical_sample, greedy
 from rljax.networks.torso import import_string, make_torso_actor_critic
 from rljax.records import OnPolicyLoop, shape_field
-from rljax.types import Array, Metrics, Params, PRNGKey, Rollout
+from rljax.types import Array, Metrics, Params, PRNGKey, Rollout, next_obs
 from rljax.validate import Schedule
 
 
@@ -234,7 +234,7 @@ def loss(config: A2CConfig, parts: Parts, params: Params,
     """A2C loss on a rollout; returns ``(loss, metrics)``."""
     # Envs that reset in the same step bootstrap from the final observations instead of
     # obs[1:] (rljax.types.next_obs); values[1:] are then those.
-    final = batch.final_obs
+    final = None if batch.final_obs is None else next_obs(batch)
     if parts.critic is None:
         logits, values = parts.actor.apply(params, batch.obs)
         logits = logits[:-1]

@@ -52,6 +52,9 @@ _THRESHOLDS = {"CartPole-v1": 475.0, "Acrobot-v1": -100.0, "MountainCar-v0": -11
 _CRAFTAX_TASKS = ("Craftax-Classic-Symbolic-v1", "Craftax-Symbolic-v1",
                   "Craftax-Classic-Pixels-v1", "Craftax-Pixels-v1")
 _OPTIONS = ("flatten", "max_episode_steps", "reset_ratio")
+# Tasks whose every observation entry is 0 or 1 (EnvSpec.compact_obs_dtype: bool).
+_BINARY_OBS = ("Breakout-MinAtar", "Asterix-MinAtar", "Freeway-MinAtar",
+               "SpaceInvaders-MinAtar")
 
 
 class Suite(NamedTuple):
@@ -256,7 +259,15 @@ def source_spec(source: Source, num_envs: int, options: dict[str, Any]) -> EnvSp
                    max_episode_steps=source.suite.time_limit(params),
                    reward_threshold=source.threshold,
                    is_atari=False, options=tuple(sorted(options.items())),
-                   resets_in_step=True, vmappable=True)
+                   resets_in_step=True, vmappable=True,
+                   compact_obs_dtype=_compact_obs_dtype(source))
+
+
+def _compact_obs_dtype(source: Source) -> np.dtype | None:
+    """bool for the tasks whose observations are 0/1 grids (gymnax builds them as bool
+    or 0/1 integers and returns them as float32), None for the others."""
+    name = source.task_id.partition(":")[2]
+    return np.dtype(bool) if source.suite.package == "gymnax" and name in _BINARY_OBS else None
 
 
 # The suites as env backends (rljax.envs.registry registers them under their prefixes).

@@ -56,6 +56,9 @@ class EnvSpec:
             observation) differs from the state's next ``obs``.
         vmappable: ``reset``/``step`` are plain JAX functions (JAX-native envs): members
             vmap the env of one run; otherwise (envpool) one env holds every member's envs.
+        compact_obs_dtype: a narrower dtype that holds every observation exactly (bool for
+            MinAtar's 0/1 grids), or None: the on-policy loop keeps a rollout's final
+            observations in it, and :func:`rljax.types.next_obs` widens them back.
     """
 
     task_id: str
@@ -73,6 +76,7 @@ class EnvSpec:
     num_seeds: int = 1
     resets_in_step: bool = False
     vmappable: bool = False
+    compact_obs_dtype: np.dtype | None = None
 
     @property
     def discrete(self) -> bool:

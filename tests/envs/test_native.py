@@ -90,6 +90,29 @@ def test_minatar_observations_are_flattened_unless_asked():
     assert grid.spec.obs_shape == (10, 10, 4) and grid.reset().obs.shape == (2, 10, 10, 4)
 
 
+@pytest.mark.parametrize("task", [
+    "Breakout-MinAtar", *[pytest.param(t, marks=pytest.mark.slow)
+                          for t in native._BINARY_OBS if t != "Breakout-MinAtar"]])
+def test_binary_tasks_observe_only_zeros_and_ones(task):
+    """The tasks whose final observations a rollout keeps as bool: every entry of their
+    observations, first and final, is 0 or 1 over a few hundred random steps (episodes cut
+    at 100 steps, so that every task's envs reset)."""
+    env = envs.make(f"gymnax:{task}", 16, 0, max_episode_steps=100)
+    assert env.spec.compact_obs_dtype == np.dtype(bool)
+
+    def step(state, key):
+        action = jax.random.randint(key, (16,), 0, env.spec.num_actions)
+        state, out = env.step(state, action)
+        return state, (state.obs, out.obs, out.episode_end)
+
+    _, (obs, final, ended) = jax.jit(lambda s: jax.lax.scan(
+        step, s, jax.random.split(jax.random.key(1), 300)))(env.reset())
+    assert np.asarray(ended).any()
+    for x in (obs, final):
+        assert np.isin(np.asarray(x), (0.0, 1.0)).all() and np.asarray(x).any()
+    assert envs.make(CARTPOLE, 2).spec.compact_obs_dtype is None
+
+
 def _rollout(agent_make, config, rollout_len=16):
     """One on-policy rollout of ``config`` on CartPole with a 5-step time limit, as the
     on-policy loop hands it to ``update``."""
