@@ -1,10 +1,11 @@
 """Long-run stability: do presets stay solved when trained well past their budgets?
 
-    python -m benchmarks.stability [--presets P ...] [--seeds 8] [--factor 5]
+    python -m benchmarks.stability [--presets P ...] [--seeds 8] [--factor 5] [--set F=V ...]
     python -m benchmarks.stability --analyze RUN_DIR [RUN_DIR ...]
 
 Each preset trains ``--seeds`` seeds in one program (``rljax train PRESET --seeds N``) for
-``--factor`` times its step budget, with ``stop_on_solve`` off. From each seed's metrics
+``--factor`` times its step budget, with ``stop_on_solve`` off and each ``--set
+FIELD=VALUE`` (as ``rljax train --set``) on its agent config. From each seed's metrics
 rows (the 100-episode mean return, one row per ``chunk_steps``) it reads:
 
 * solved at: ``solved_at_step`` of the summary (exact), and the first row at or above
@@ -14,9 +15,10 @@ rows (the 100-episode mean return, one row per ``chunk_steps``) it reads:
 * stays: whether min after is still at or above the threshold.
 
 and writes one table per preset into ``benchmarks/results/stability.json`` (keyed by
-preset, seeds and factor; earlier entries are kept) and prints it. ``--analyze`` reads run
-directories made before (by this script or by the same ``rljax train`` command) instead
-of training. The run directories go under ``--logdir`` (default a temporary folder).
+preset, seeds, factor and the ``--set`` fields; earlier entries are kept) and prints it.
+``--analyze`` reads run directories made before (by this script or by the same ``rljax
+train`` command) instead of training. The run directories go under ``--logdir`` (default
+a temporary folder).
 """
 
 from __future__ import annotations
@@ -82,13 +84,14 @@ def analyze(run_dir: str) -> dict:
             "stay_solved": sum(s["stays"] for s in seeds.values()), "count": len(seeds)}
 
 
-def train(preset: str, seeds: int, factor: float, logdir: str) -> str:
+def train(preset: str, seeds: int, factor: float, logdir: str,
+          overrides: dict | None = None) -> str:
     import rljax
     from rljax.run.presets import from_preset
 
     budget = from_preset(preset).total_steps
     config = from_preset(preset, num_seeds=seeds, total_steps=int(budget * factor),
-                         logdir=logdir, tensorboard=False)
+                         logdir=logdir, tensorboard=False, **(overrides or {}))
     run = rljax.train(dataclasses.replace(config, stop_on_solve=False), progress=True)
     return run.run_dir
 
@@ -130,16 +133,34 @@ def main(argv: list[str] | None = None) -> int:
                         help="tabulate these run directories instead of training")
     parser.add_argument("--label", default="", help="a word added to the results key "
                                                    "(say, before / after a change)")
+    parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                        help="override an agent config field of every preset trained "
+                             "(added to the results key); repeatable")
     args = parser.parse_args(argv)
     if args.seeds < 1 or args.factor <= 0:
         parser.error("--seeds must be >= 1 and --factor > 0")
+    from rljax.run.config import parse_assignments
+
+    try:
+        overrides = parse_assignments(args.set)
+    except ValueError as e:
+        parser.error(str(e))
+    label = " ".join([f"{k} {v}" for k, v in overrides.items()] + [args.label]).strip()
     run_dirs = args.analyze or []
     if not run_dirs:
+        from rljax.run.presets import from_preset
+
+        try:  # a bad field or value: one line before anything compiles
+            for preset in args.presets:
+                from_preset(preset, **overrides)
+        except ValueError as e:
+            parser.error(str(e))
         logdir = args.logdir or tempfile.mkdtemp(prefix="rljax-stability-")
-        run_dirs = [train(p, args.seeds, args.factor, logdir) for p in args.presets]
+        run_dirs = [train(p, args.seeds, args.factor, logdir, overrides)
+                    for p in args.presets]
     for run_dir in run_dirs:
         table = analyze(run_dir)
-        record(table, args.label)
+        record(table, label)
         print(render(table), file=sys.stdout)
     return 0
 

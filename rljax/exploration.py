@@ -141,16 +141,19 @@ def piecewise_linear(points: Sequence[tuple[int, float]]) -> optax.Schedule:
     return optax.join_schedules(schedules, steps)
 
 
-def scaled_learning_rate(lr: float, factor: Sequence[tuple[int, float]] | None,
+def scaled_learning_rate(lr: float | optax.Schedule,
+                         factor: Sequence[tuple[int, float]] | None,
                          steps_per_update: int = 1) -> float | optax.Schedule:
     """``lr``, or with ``factor`` (a piecewise-linear schedule in loop updates, see
     :func:`piecewise_linear`) the optax schedule ``count -> lr * factor(count //
     steps_per_update)`` of an optimizer that takes ``steps_per_update`` steps per loop
-    update (its ``count``)."""
+    update (its ``count``). ``lr`` may itself be a schedule of ``count`` (an annealed
+    rate): then ``lr(count) * factor(count // steps_per_update)``."""
     if factor is None:
         return lr
     scale = piecewise_linear(factor)
-    return lambda count: lr * scale(count // steps_per_update)
+    base = lr if callable(lr) else (lambda count: lr)
+    return lambda count: base(count) * scale(count // steps_per_update)
 
 
 # --- action noise ---------------------------------------------------------------------

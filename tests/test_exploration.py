@@ -133,6 +133,10 @@ def test_scaled_learning_rate_matches_numpy():
     count = np.arange(0, 200, 3, dtype=np.int32)
     expected = 3e-4 * np.interp(count // 4, [p[0] for p in points], [p[1] for p in points])
     np.testing.assert_allclose(np.asarray(jax.jit(lr)(count)), expected, rtol=1e-6)
+    # A schedule as the rate (an annealed one): the product, count by count.
+    annealed = ex.scaled_learning_rate(lambda c: 3e-4 * (1 - c / 400), points, 4)
+    np.testing.assert_allclose(np.asarray(jax.jit(annealed)(count)),
+                               expected * (1 - count / 400), rtol=1e-5)
 
 
 @pytest.mark.parametrize("points, match", [

@@ -50,7 +50,9 @@ class PQNConfig:
 
     Learning-rate annealing is linear in loop updates: update ``u`` (from 0) uses
     ``lr * max(0, 1 - u / total_updates)``, ``total_updates`` from the
-    :class:`rljax.agents.base.RunLength` the run gives :func:`rljax.agents.pqn.make_pqn`.
+    :class:`rljax.agents.base.RunLength` the run gives :func:`rljax.agents.pqn.make_pqn`,
+    so it stretches with the run's length. ``lr_factor`` is tied to updates instead, the
+    same in a run of any length; with both, update ``u`` uses their product.
 
     Attributes:
         loop: the on-policy loop (:class:`rljax.records.OnPolicyLoop`).
@@ -64,6 +66,9 @@ class PQNConfig:
         lr: learning rate.
         anneal_lr: anneal the learning rate linearly to 0 over the run's updates
             (``RunLength.schedule_updates``).
+        lr_factor: a multiplier of ``lr``, piecewise linear in loop updates
+            (``((update, factor), ...)``, :func:`rljax.exploration.piecewise_linear`; the
+            last factor holds from its update on); None: 1.
         adam_eps: (R)Adam epsilon. The CartPole presets use 1e-3: at the default, once a
             seed has converged its noise gradients still move every parameter by about
             ``lr`` per step, and the greedy policy drifts (docs/results.md).
@@ -94,6 +99,7 @@ class PQNConfig:
     optimizer: str = "radam"
     lr: float = 1e-3
     anneal_lr: bool = False
+    lr_factor: Schedule | None = None
     adam_eps: float = 1e-8
     max_grad_norm: float | None = 10.0
     hidden_sizes: tuple[int, ...] = shape_field((128, 128), network=True)
@@ -120,6 +126,8 @@ class PQNConfig:
         check_memory(self)
         object.__setattr__(self, "network", import_string(self.network))
         validate.schedule("epsilon", self.epsilon, low=0.0, high=1.0)
+        if self.lr_factor is not None:
+            validate.schedule("lr_factor", self.lr_factor, low=0.0, high=1e3)
 
 
 def epsilon_schedule(config: PQNConfig) -> optax.Schedule:
@@ -146,9 +154,12 @@ class PQNState:
 
 
 def learning_rate(config: PQNConfig, run: RunLength | None) -> optax.Schedule:
-    """The learning rate as a function of the optimizer's step count (minibatch steps)."""
-    return annealed_learning_rate(config.lr, config.anneal_lr, run,
-                                  config.num_epochs * config.num_minibatches)
+    """The learning rate as a function of the optimizer's step count (minibatch steps):
+    ``lr``, annealed with ``anneal_lr``, times ``lr_factor``."""
+    steps = config.num_epochs * config.num_minibatches
+    return exploration.scaled_learning_rate(
+        annealed_learning_rate(config.lr, config.anneal_lr, run, steps), config.lr_factor,
+        steps)
 
 
 def optimizer(config: PQNConfig, parallel: Parallel = ONE_DEVICE,

@@ -11,7 +11,8 @@ import pytest
 from _corruptible import cartpole_runs
 
 from rljax import envs
-from rljax.agents import pqn
+from rljax.agents import pqn, pqn_core
+from rljax.agents.base import RunLength
 from rljax.losses import q_lambda_returns
 from rljax.records import configure
 from rljax.types import Rollout, valid_mask
@@ -249,6 +250,32 @@ def test_config_errors_name_field_and_value():
         pqn.PQNConfig(epsilon=((5, 1.0),))
     with pytest.raises(ValueError, match="anneal_lr needs the run's length"):
         pqn.make_pqn(pqn.PQNConfig(anneal_lr=True), envs.make("CartPole-v1", 4).spec)
+    with pytest.raises(ValueError, match=r"lr_factor values must be numbers in \[0.0, "):
+        pqn.PQNConfig(lr_factor=((0, 1.0), (10, -0.5)))
+    with pytest.raises(ValueError, match="lr_factor must be a schedule") as e:
+        pqn.PQNConfig(lr_factor=((3, 1.0),))
+    assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("anneal", [False, True])
+def test_lr_factor_times_the_rate_per_loop_update(specs, anneal):
+    """lr_factor is in loop updates (4 minibatch steps each here), holds its last value
+    past its last update and multiplies the annealed rate: against np.interp; a factor
+    of 0 leaves the parameters where they are."""
+    points = ((0, 1.0), (4, 1.0), (10, 0.05))
+    cfg = _config(lr=1e-3, anneal_lr=anneal, num_epochs=2, num_minibatches=2, lr_factor=points)
+    lr = pqn_core.learning_rate(cfg, RunLength(updates=20, schedule_updates=20))
+    update = np.array([0, 3, 4, 5, 7, 9, 10, 11, 19, 25])
+    count = update * 4 + np.arange(len(update)) % 4  # a step inside each update
+    expected = 1e-3 * np.interp(update, *zip(*points, strict=True))
+    if anneal:
+        expected *= np.maximum(1 - update / 20, 0)
+    np.testing.assert_allclose(jax.jit(jax.vmap(lr))(jnp.asarray(count)), expected,
+                               rtol=1e-6, atol=1e-12)
+    frozen = pqn.make_pqn(_config(lr_factor=((0, 0.0),)), specs["discrete"])
+    state = frozen.init(jax.random.key(0))
+    jax.tree.map(np.testing.assert_array_equal,
+                 frozen.update(state, _rollout(2), jax.random.key(1)).state.params, state.params)
 
 
 def test_continuous_actions_refused():

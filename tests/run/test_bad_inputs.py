@@ -66,6 +66,7 @@ def logdir(tmp_path):
     ("cartpole-dqn", "huber_delta=1e400", "huber_delta must be a finite number > 0.0, got inf"),
     ("cartpole-dqn", "v_min=-inf", "v_min must be a finite number, got -inf"),
     ("cartpole-dqn", "epsilon=0:nan", "epsilon values must be numbers in [0.0, 1.0]"),
+    ("cartpole-pqn", "lr_factor=0:1,100:nan", "lr_factor values must be numbers in [0.0, "),
     ("reacher-ddpg", "tau=nan", "tau must be a number in [0.0, 1.0], got nan"),
     ("cartpole-ppo", "clip_eps=inf", "clip_eps must be a number in (0.0, 1.0], got inf"),
 ])
