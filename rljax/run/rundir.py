@@ -251,7 +251,9 @@ _SPREAD_KEYS = ("episode_return_mean", "return_mean_100", "eval_return_mean")
 
 def aggregate(rows: list[dict], base: dict) -> dict:
     """One metrics row from the members' rows: ``base``, then the mean over members of
-    each other numeric key, with the std of the return keys (``KEY_std``)."""
+    each other numeric key, with the std of the return keys (``KEY_std``). A key no member
+    has a number for yet (``return_mean_100`` before any episode has ended) is kept as
+    None, as in a one-member row."""
     out = dict(base)
     for key in rows[0]:
         if key in base:
@@ -261,6 +263,8 @@ def aggregate(rows: list[dict], base: dict) -> dict:
             out[key] = float(np.mean(values))
             if key in _SPREAD_KEYS:
                 out[f"{key}_std"] = float(np.std(values))
+        elif all(r.get(key) is None for r in rows):
+            out[key] = None
     return out
 
 

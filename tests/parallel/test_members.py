@@ -1,5 +1,6 @@
 """Many seeds in one program: seed k equals a single run with seed k; seeds differ."""
 
+import dataclasses
 import json
 import os
 
@@ -13,6 +14,7 @@ from rljax.loops.on_policy import make_on_policy_trainer
 from rljax.parallel import envs as parallel_envs
 from rljax.parallel.members import vectorize_seeds
 from rljax.records import configure
+from rljax.run import rundir
 from rljax.run.driver import train_run
 from rljax.run.presets import from_preset
 
@@ -74,3 +76,26 @@ def test_driver_logs_each_seed_and_aggregates(tmp_path):
     top = [json.loads(line) for line in open(os.path.join(result.run_dir, "metrics.jsonl"))]
     assert "return_mean_100_std" in top[-1]
     assert os.path.isfile(os.path.join(result.run_dir, "curve.png"))
+
+
+def test_aggregate_keeps_a_key_no_member_has_yet():
+    base = {"env_steps": 8}
+    rows = [dict(base, episodes=0, return_mean_100=None, loss=1.0),
+            dict(base, episodes=0, return_mean_100=None, loss=3.0)]
+    row = rundir.aggregate(rows, base)
+    assert row["return_mean_100"] is None and "return_mean_100_std" not in row
+    assert row["loss"] == 2.0
+    rows[1]["return_mean_100"] = 20.0
+    assert rundir.aggregate(rows, base)["return_mean_100"] == 20.0
+
+
+def test_many_seeds_with_no_episode_ended_in_the_first_chunk_train_on(tmp_path):
+    """The progress line of a many-seed run whose first chunk ends no episode (a long game:
+    MinAtar Freeway's first chunk) has no return yet, and the run goes on."""
+    run = dataclasses.replace(from_preset("cartpole-a2c", num_envs=2, rollout_len=2,
+                                          total_steps=64, num_seeds=2, logdir=str(tmp_path),
+                                          tensorboard=False), chunk_steps=4)
+    result = train_run(run, progress=True)
+    top = [json.loads(line) for line in open(os.path.join(result.run_dir, "metrics.jsonl"))]
+    assert top[0]["episodes"] == 0 and top[0]["return_mean_100"] is None
+    assert top[-1]["env_steps"] == 64 and top[-1]["episodes"] > 0
