@@ -102,6 +102,13 @@ ROWS: list[Row] = [
     Row("MinAtar Asterix PQN, 1M", "gymnax:Asterix-MinAtar", "table/minatar-asterix-pqn-1m",
         "rljax train minatar-asterix-pqn --total-steps 1000000 --seeds 8 "
         "--eval-every 1000000"),
+    Row("MinAtar Freeway PQN, 1M", "gymnax:Freeway-MinAtar", "table/minatar-freeway-pqn-1m",
+        "rljax train minatar-freeway-pqn --total-steps 1000000 --seeds 8 "
+        "--eval-every 1000000"),
+    Row("MinAtar SpaceInvaders PQN, 1M", "gymnax:SpaceInvaders-MinAtar",
+        "table/minatar-space-invaders-pqn-1m",
+        "rljax train minatar-space-invaders-pqn --total-steps 1000000 --seeds 8 "
+        "--eval-every 1000000"),
     *_minatar("Asterix", "asterix", "15"),
     *_minatar("Freeway", "freeway", "58"),
     *_minatar("SpaceInvaders", "space-invaders", "131"),
