@@ -38,7 +38,9 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
+from rljax.envs import craftax_suite
 from rljax.envs.base import Env, EnvState, StepResult, resolve_seeds
+from rljax.envs.craftax_suite import achievement_rates  # noqa: F401  (the driver's name for it)
 from rljax.envs.spec import EnvSpec
 from rljax.envs.stats import init_stats, update_stats
 from rljax.types import Array
@@ -98,33 +100,15 @@ def _gymnax_split(env, params, state, done):
     return done, env.is_truncated(state, params)
 
 
-def _craftax_make(name: str):
-    from craftax.craftax_env import make_craftax_env_from_name
-
-    env = make_craftax_env_from_name(name, auto_reset=False)
-    return env, env.default_params
-
-
-def _craftax_split(env, params, state, done):
-    # Craftax's done mixes death and the time limit; the limit is a truncation.
-    truncated = state.timestep >= params.max_timesteps
-    return done & ~truncated, truncated
-
-
-def _craftax_names() -> tuple[str, ...]:
-    from craftax.craftax_classic.constants import Achievement
-
-    return tuple(a.name.lower() for a in Achievement)
-
-
 SUITES: dict[str, Suite] = {
     "gymnax": Suite("gymnax", _GYMNAX_TASKS, _gymnax_make, _gymnax_split,
                     lambda p: int(p.max_steps_in_episode),
                     lambda p, n: p.replace(max_steps_in_episode=n)),
-    "craftax": Suite("craftax", _CRAFTAX_TASKS, _craftax_make, _craftax_split,
+    "craftax": Suite("craftax", _CRAFTAX_TASKS, craftax_suite.make, craftax_suite.split,
                      lambda p: int(p.max_timesteps),
                      lambda p, n: p.replace(max_timesteps=n),
-                     achievements=lambda s: s.achievements, achievement_names=_craftax_names,
+                     achievements=lambda s: s.achievements,
+                     achievement_names=craftax_suite.achievement_names,
                      reset_ratio=16),
 }
 
@@ -285,17 +269,6 @@ def achievement_names(task_id: str) -> tuple[str, ...] | None:
     if suite is None or suite.achievement_names is None:
         return None
     return suite.achievement_names()
-
-
-def achievement_rates(names: Sequence[str], extras: Any, before: Any) -> dict[str, float]:
-    """``{"achievement/NAME": percent}``: the share of the episodes that ended between two
-    readings of ``EnvState.extras`` (host arrays) that reached each achievement."""
-    ended = float(extras["episodes"]) - (float(before["episodes"]) if before else 0.0)
-    if ended <= 0:
-        return {}
-    got = np.asarray(extras["achieved"]) - (np.asarray(before["achieved"]) if before else 0.0)
-    return {f"achievement/{n}": float(100.0 * g / ended) for n, g in zip(names, got,
-                                                                         strict=True)}
 
 
 @struct.dataclass
