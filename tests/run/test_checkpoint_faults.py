@@ -4,7 +4,8 @@ disk (ENOSPC), leaves the last complete checkpoint resumable and no temporary fi
 The faults come from ``fault_shim.c``, preloaded into a worker process: it counts the
 calls that change files (in Python, orbax and tensorstore alike) and kills the process
 at the N-th, or fails it and every later one that needs space. The worker builds a train
-state once and forks one child per case, so each case costs one save, not one start-up.
+state once and forks one child per case, so each case costs one save, not one start-up;
+one worker serves the kill and the full-disk cases of both tests below.
 """
 
 import dataclasses
@@ -70,14 +71,13 @@ WORKER = textwrap.dedent("""
         with open(folder + ".json") as f:
             return dict(json.load(f), dir=folder, at=at)
 
-    results = []
-    if spec["mode"] == "enospc":
-        results = [case(f"enospc-{at}-{bool(trigger)}", at, 2, trigger)
-                   for at, trigger in spec["cases"]]
+    results = [dict(case(f"enospc-{at}-{bool(trigger)}", at, 2, trigger), plan="enospc")
+               for at, trigger in spec.get("cases", [])]
     for name, trigger, start, stride in spec.get("plans", []):
         # Kill at operation start, start + stride, ... until a save runs to its end.
         at = start
-        while not results or results[-1]["outcome"] == "signal 9" or results[-1]["plan"] != name:
+        while results[-1:] == [] or results[-1]["outcome"] == "signal 9" or (
+                results[-1]["plan"] != name):
             results.append(dict(case(f"{name}-{at}", at, 1, trigger), plan=name))
             at += stride
     print(json.dumps(results))
@@ -138,9 +138,10 @@ def _check_resumable(folder: str, template, expected: dict) -> int:
 COMMIT = "state.orbax-checkpoint-tmp/commit_success.txt"
 
 
-def _kill_cases(shim, base, tmp_path, plans):
+def _kill_cases(base, cases, plans):
+    """Checks the cases of ``plans`` (killed saves); returns those not saved into since."""
     run, result = base
-    cases = _faults(shim, base, tmp_path, mode="kill", plans=plans)
+    cases = [c for c in cases if c["plan"] in {plan for plan, *_ in plans}]
     for plan, *_ in plans:
         mine = [c for c in cases if c["plan"] == plan]
         # The last case ran to its end: it made fewer operations than its ``at``.
@@ -165,13 +166,23 @@ def _kill_cases(shim, base, tmp_path, plans):
     return run, [c for c in cases if c not in cases[::9]], steps
 
 
-def test_save_killed_at_its_file_operations_leaves_a_resumable_checkpoint(
-        shim, base, tmp_path):
+KILL_PLANS = [("head", None, 1, 32), ("commit", COMMIT, 1, 1)]
+ENOSPC_CASES = [[1, None], [2, None], [9, None], [30, None], [1, COMMIT]]
+
+
+@pytest.fixture(scope="module")
+def fault_cases(shim, base, tmp_path_factory) -> list[dict]:
+    """The two tests' cases, run by one worker: saves failed on a full disk (ENOSPC) at
+    ENOSPC_CASES, and saves killed as KILL_PLANS say."""
+    return _faults(shim, base, tmp_path_factory.mktemp("faults"), cases=ENOSPC_CASES,
+                   plans=KILL_PLANS)
+
+
+def test_save_killed_at_its_file_operations_leaves_a_resumable_checkpoint(base, fault_cases):
     """Kills a save at every 32nd file operation, and at every one from the moment its
     arrays are all written (the commit); the exhaustive test below (``pytest -m
     exhaustive``) kills at every operation."""
-    run, cases, steps = _kill_cases(shim, base, tmp_path,
-                                    [("head", None, 1, 32), ("commit", COMMIT, 1, 1)])
+    run, cases, steps = _kill_cases(base, fault_cases, KILL_PLANS)
     # Such a directory resumes as a whole run, from its last complete checkpoint (a case
     # killed in the commit, not saved into since).
     case = cases[-len(cases) // 3]
@@ -184,13 +195,14 @@ def test_save_killed_at_its_file_operations_leaves_a_resumable_checkpoint(
 @pytest.mark.exhaustive
 def test_save_killed_at_every_file_operation_leaves_a_resumable_checkpoint(
         shim, base, tmp_path):
-    _kill_cases(shim, base, tmp_path, [("all", None, 1, 1)])
+    plans = [("all", None, 1, 1)]
+    _kill_cases(base, _faults(shim, base, tmp_path, plans=plans), plans)
 
 
-def test_full_disk_fails_with_one_line_and_keeps_the_last_checkpoint(shim, base, tmp_path):
+def test_full_disk_fails_with_one_line_and_keeps_the_last_checkpoint(base, fault_cases):
     run, result = base
-    cases = _faults(shim, base, tmp_path, mode="enospc",
-                    cases=[[1, None], [2, None], [9, None], [30, None], [1, COMMIT]])
+    cases = [c for c in fault_cases if c["plan"] == "enospc"]
+    assert len(cases) == len(ENOSPC_CASES)
     _, _, trainer, _ = build(run)
     expected, template = {3_072: jax.device_get(result.state.agent)}, trainer.init(
         jax.random.key(0))
@@ -225,21 +237,22 @@ CLI_ON_FULL_DISK = textwrap.dedent("""
 
 
 def test_cli_on_a_full_disk_prints_one_line(shim, tmp_path):
-    args = ["train", "cartpole-dqn", "--total-steps", "4096", "--checkpoint-every", "2048",
-            "--chunk-steps", "2048",
+    # The run of the ``base`` fixture, so that its program comes from the session's cache.
+    args = ["train", "cartpole-dqn", "--total-steps", "3072", "--checkpoint-every", "1024",
+            "--chunk-steps", "1024", "--set", "buffer_size=2048", "--set", "learning_starts=256",
             "--logdir", str(tmp_path), "--quiet", "--no-tensorboard"]
     out = subprocess.run([sys.executable, "-c", CLI_ON_FULL_DISK, *args], capture_output=True,
                          text=True, timeout=600, env=dict(os.environ, LD_PRELOAD=shim))
     assert out.returncode == 1, out.stderr[-2000:]
     assert out.stderr.startswith("rljax: error: could not save the checkpoint at env step "
-                                 "4,096"), out.stderr
+                                 "2,048"), out.stderr
     assert out.stderr.count("\n") == 1 and "Traceback" not in out.stderr, out.stderr
-    assert "No space left on device" in out.stderr and "(env step 2,048) is kept" in out.stderr
+    assert "No space left on device" in out.stderr and "(env step 1,024) is kept" in out.stderr
     (run_dir,) = tmp_path.iterdir()
-    assert os.listdir(run_dir / "checkpoint") == ["2048"]
+    assert os.listdir(run_dir / "checkpoint") == ["1024"]
     assert cli.main(["train", "--resume", str(run_dir), "--quiet"]) == 0
     rows = [json.loads(line)["env_steps"] for line in open(run_dir / "metrics.jsonl")]
-    assert rows == [2_048, 4_096]
+    assert rows == [1_024, 2_048, 3_072]
 
 
 def test_lock_is_released_when_its_process_is_killed(tmp_path):
