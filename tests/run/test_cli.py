@@ -1,5 +1,6 @@
 """CLI: bad input gives one line and exit code 2; a short run writes its run directory."""
 
+import errno
 import json
 import os
 import subprocess
@@ -134,41 +135,43 @@ def test_distributed_with_an_unreachable_coordinator_gives_up_in_one_line(tmp_pa
     assert not os.listdir(tmp_path)
 
 
-FULL_DISK_FOR_METRICS = """
-import errno, sys
-from rljax.run import cli, logging as sinks
+class _Filling:
+    """A metrics file whose disk fills after its second row."""
 
-class Filling:
     def __init__(self, f):
         self.f, self.rows = f, 0
+
     def write(self, text):
         return self.f.write(text)
+
     def flush(self):
         self.rows += 1
         if self.rows > 2:
             raise OSError(errno.ENOSPC, "No space left on device")
         self.f.flush()
+
     def close(self):
         self.f.close()
 
-real = sinks.JsonlWriter.__init__
-def init(self, path):
-    real(self, path)
-    self._file = Filling(self._file)
-sinks.JsonlWriter.__init__ = init
-sys.exit(cli.main(sys.argv[1:]))
-"""
 
+def test_a_full_disk_under_the_metrics_names_the_file_and_what_is_kept(tmp_path, monkeypatch,
+                                                                       capsys):
+    from rljax.run import logging as sinks
 
-def test_a_full_disk_under_the_metrics_names_the_file_and_what_is_kept(tmp_path):
-    args = ["train", "cartpole-a2c", "--total-steps", "8000", "--chunk-steps", "2000",
-            "--checkpoint-every", "2000", "--logdir", str(tmp_path), "--quiet",
-            "--no-tensorboard"]
-    out = subprocess.run([sys.executable, "-c", FULL_DISK_FOR_METRICS, *args],
-                         capture_output=True, text=True, timeout=300)
-    assert out.returncode == 1, out.stderr[-2000:]
+    real = sinks.JsonlWriter.__init__
+
+    def init(self, path):
+        real(self, path)
+        self._file = _Filling(self._file)
+
+    monkeypatch.setattr(sinks.JsonlWriter, "__init__", init)
+    code = cli.main(["train", "cartpole-a2c", "--total-steps", "8000", "--chunk-steps", "2000",
+                     "--checkpoint-every", "2000", "--logdir", str(tmp_path), "--quiet",
+                     "--no-tensorboard"])
+    err = capsys.readouterr().err
+    assert code == 1, err[-2000:]
     (run_dir,) = tmp_path.iterdir()
-    assert out.stderr == (f"rljax: error: could not write {run_dir}/metrics.jsonl: No space "
-                          f"left on device [errno ENOSPC]; the checkpoint of env step 4,000 "
-                          f"in {run_dir} is kept (resume with: rljax train --resume "
-                          f"{run_dir})\n"), out.stderr
+    assert err == (f"rljax: error: could not write {run_dir}/metrics.jsonl: No space "
+                   f"left on device [errno ENOSPC]; the checkpoint of env step 4,000 "
+                   f"in {run_dir} is kept (resume with: rljax train --resume "
+                   f"{run_dir})\n"), err
