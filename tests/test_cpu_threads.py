@@ -15,18 +15,18 @@ from rljax import cpu_threads
 _LINUX = hasattr(os, "sched_setaffinity") and os.path.isdir("/proc/self/task")
 
 # Trains two chunks of a small gymnax PPO run in a fresh process with the given
-# --cpu-threads, then reports XLA's pool threads, every thread's CPUs and a digest of the
-# parameters.
+# --cpu-threads (none: the preset's, 1), then reports XLA's pool threads, every thread's
+# CPUs and a digest of the parameters.
 _CHILD = r"""
 import hashlib, json, os, sys
 import numpy as np
 import jax
 from rljax.run.cli import main
 from rljax.run.api import load
-threads, logdir = sys.argv[1], sys.argv[2]
+logdir, threads = sys.argv[1], sys.argv[2:]
 assert not jax._src.xla_bridge.backends_are_initialized()
 rc = main(["train", "gymnax-cartpole-ppo", "--total-steps", "1024", "--chunk-steps", "512",
-           "--num-envs", "8", "--cpu-threads", threads, "--logdir", logdir, "--quiet",
+           "--num-envs", "8", *threads, "--logdir", logdir, "--quiet",
            "--no-tensorboard", "--checkpoint-every", "1024"])
 run_dir = os.path.join(logdir, os.listdir(logdir)[0])
 params = load(run_dir).state.agent
@@ -40,21 +40,31 @@ print(json.dumps({"rc": rc, "pool": names.count("tf_XLAEigen"), "digest": digest
 """
 
 
-def _child(threads: int, tmp_path) -> dict:
-    logdir = tmp_path / f"threads{threads}"
-    out = subprocess.run([sys.executable, "-c", _CHILD, str(threads), str(logdir)],
+def _child(logdir, *threads: str) -> dict:
+    out = subprocess.run([sys.executable, "-c", _CHILD, str(logdir), *threads],
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return {**json.loads(out.stdout.strip().splitlines()[-1]), "stderr": out.stderr,
+            "run_dir": os.path.join(logdir, os.listdir(logdir)[0])}
 
 
-@pytest.mark.skipif(not _LINUX or cpu_threads.available_cpus() < 2,
-                    reason="needs Linux CPU affinity and two CPUs or more")
-def test_pool_size_threads_free_and_same_training(tmp_path):
-    one, default = _child(1, tmp_path), _child(0, tmp_path)
+_TWO_CPUS = pytest.mark.skipif(not _LINUX or cpu_threads.available_cpus() < 2,
+                               reason="needs Linux CPU affinity and two CPUs or more")
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """The child's run at the preset's one thread and at --cpu-threads 0 (every CPU)."""
+    return {"one": _child(tmp_path_factory.mktemp("threads1")),
+            "default": _child(tmp_path_factory.mktemp("threads0"), "--cpu-threads", "0")}
+
+
+@_TWO_CPUS
+def test_pool_size_threads_free_and_same_training(trained):
+    one, default = trained["one"], trained["default"]
     assert one["rc"] == default["rc"] == 0
     # XLA names its pool's threads tf_XLAEigen: one thread, against one per CPU.
-    assert one["pool"] == 1
+    assert one["pool"] == 1 and "not applied" not in one["stderr"], one["stderr"]
     assert default["pool"] == cpu_threads.available_cpus()
     # No thread is left on the narrowed CPU set the pool was built under.
     assert all(c == one["process"] for c in one["cpus"]), one["cpus"]
@@ -135,20 +145,15 @@ def _cli_child(*args: str) -> tuple[dict, str]:
     return json.loads(out.stdout.strip().splitlines()[-1]), out.stderr
 
 
-@pytest.mark.skipif(not _LINUX or cpu_threads.available_cpus() < 2,
-                    reason="needs Linux CPU affinity and two CPUs or more")
-def test_a_resumed_run_gets_the_pool_it_started_with_and_no_warning(tmp_path):
-    logdir = str(tmp_path)
-    first, err = _cli_child("train", "gymnax-cartpole-ppo", "--total-steps", "512",
-                            "--num-envs", "8", "--logdir", logdir, "--quiet",
-                            "--no-tensorboard")
-    assert first == {"rc": 0, "pool": 1} and "not applied" not in err, err
-    run_dir = os.path.join(logdir, os.listdir(logdir)[0])
-    resumed, err = _cli_child("train", "--resume", run_dir, "--total-steps", "1024",
+@_TWO_CPUS
+def test_a_resumed_run_gets_the_pool_it_started_with_and_no_warning(trained):
+    # The first run (the preset's one thread, no warning): test_pool_size_threads_free...
+    run_dir = trained["one"]["run_dir"]
+    resumed, err = _cli_child("train", "--resume", run_dir, "--total-steps", "2048",
                               "--quiet")
     assert resumed == {"rc": 0, "pool": 1} and "not applied" not in err, err
     # A refused resume says only why (before, the warning came first).
-    refused, err = _cli_child("train", "--resume", run_dir, "--total-steps", "2048",
+    refused, err = _cli_child("train", "--resume", run_dir, "--total-steps", "4096",
                               "--seed", "3", "--quiet")
     assert refused["rc"] == 2 and err.count("\n") == 1, err
     assert err.startswith("rljax: error: checkpoint was made for another run: seed"), err
@@ -162,8 +167,7 @@ def test_a_resumed_run_gets_the_pool_it_started_with_and_no_warning(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not _LINUX or cpu_threads.available_cpus() < 2,
-                    reason="needs Linux CPU affinity and two CPUs or more")
+@_TWO_CPUS
 def test_a_preset_given_a_jax_native_env_keeps_its_pool(tmp_path):
     # --env makes the run's env spec (starting JAX) while the settings are read.
     result, err = _cli_child("train", "cartpole-ppo", "--env", "gymnax:Acrobot-v1",
