@@ -132,7 +132,7 @@ names = []
 for t in os.listdir("/proc/self/task"):
     try:
         names.append(open(f"/proc/self/task/{t}/comm").read().strip())
-    except FileNotFoundError:  # a thread that ended meanwhile
+    except (FileNotFoundError, ProcessLookupError):  # a thread that ended meanwhile
         pass
 print(json.dumps({"rc": rc, "pool": names.count("tf_XLAEigen")}))
 """
