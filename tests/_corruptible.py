@@ -8,6 +8,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from rljax.agents.base import Agent, Update
 
@@ -82,6 +83,19 @@ def flagged_runs(trainer: Any, seed: int, chunks: int | dict[bool, int],
         # (envpool aborts the process on a reset while a compiled step is in flight).
         out[flag] = jax.block_until_ready((state, metrics))
     return out
+
+
+def assert_finite_once_learning(loss: Any, config: Any) -> None:
+    """The losses of a chunk of off-policy updates are finite from the first update that
+    learned on. The loop reports NaN for the updates before the replay holds
+    ``config.replay.min_replay`` transitions, so the first chunk of a run starts with them
+    (no more than that many updates' worth)."""
+    loss = np.asarray(loss)
+    learned = ~np.isnan(loss)
+    assert learned.any(), loss
+    first = int(np.argmax(learned))
+    assert first <= -(-config.replay.min_replay // config.loop.steps_per_update), loss
+    assert np.all(np.isfinite(loss[first:])), loss
 
 
 def cartpole_runs(make_agent: Callable[..., Agent], config: Any, seed: int,

@@ -95,8 +95,29 @@ CASES = {
 }
 
 
+def _bootstrap_err(kind, config, spec, state, batch):
+    """The largest difference between the update's targets (bootstrapped from the values
+    acting recorded, the heads run only after the last step and on truncated steps) and
+    those of the heads run from the carry every step left, on the observation it ended in
+    (time limit 0)."""
+    unknown = dataclasses.replace(spec, max_episode_steps=0)
+
+    def targets(spec):
+        if kind == "ppo":
+            net = recurrent_ppo.network(config, spec)
+            data, _ = recurrent_ppo.samples(config, spec, net, state, batch)
+            return jnp.stack([data.advantage, data.target])
+        return recurrent_pqn.targets(config, recurrent_pqn.network(config, spec), state,
+                                     batch, time_limit=spec.max_episode_steps)
+
+    return jnp.max(jnp.where(batch.valid, jnp.abs(targets(spec) - targets(unknown)), 0))
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_update_replays_the_acting_carries_and_outputs_across_episode_ends(case):
+    """(On Pendulum, truncated every 4 steps, the update's bootstrap is checked too: the
+    case of test_bootstrap_from_recorded_values_equals_the_heads_after_every_step with a
+    continuous action on envpool's layout.)"""
     kind, task, config = CASES[case]
     options = dict(NOVEL) if task == "CartPole-v1" else {}
     # Short episodes: truncations (and, on CartPole, terminations) at every position.
@@ -105,6 +126,8 @@ def test_update_replays_the_acting_carries_and_outputs_across_episode_ends(case)
 
     def update(state, batch, key):
         check = _replay_check(kind, config, env.spec, state, batch)
+        if not options:
+            check.update(err=_bootstrap_err(kind, config, env.spec, state, batch))
         out = agent.update(state, batch, key)
         return Update(out.state, {**out.metrics, **check}, out.td_error)
 
@@ -126,15 +149,18 @@ def test_update_replays_the_acting_carries_and_outputs_across_episode_ends(case)
     np.testing.assert_array_equal(new_episode[1:, 0], (term | trunc)[:-1, -1])
     # Memory is kept elsewhere (the carry is not zero within episodes).
     assert (m["hidden_norm"][1:][~new_episode[1:] & m["valid"][1:]] > 0).all()
+    if not options:
+        assert 2 * B * -(-T // 4) < T * B  # the gathered path, not every step
+        assert trunc[1:].sum(axis=(1, 2)).min() >= B  # several per rollout
+        assert np.max(m["err"]) < 1e-5, m["err"]
 
 
 # (kind, task, config, time limit): episodes truncated every few steps, in envpool's
-# layout (a reset step after each end) and in gymnax's (reset within the step).
+# layout (a reset step after each end) and in gymnax's (reset within the step). (PPO on
+# Pendulum is checked in the "ppo-continuous" case of the test above.)
 BOOTSTRAP_CASES = {
     "ppo-gru-envpool": ("ppo", "CartPole-v1", _ppo(), 3),
     "ppo-lstm-gymnax": ("ppo", "gymnax:CartPole-v1", _ppo(memory=Memory(core="lstm", size=6)), 3),
-    "ppo-continuous-envpool": ("ppo", "Pendulum-v1",
-                               _ppo(normalize_obs=True, reward_scaling=True), 4),
     "pqn-gru-envpool": ("pqn", "CartPole-v1", _pqn(), 3),
     "pqn-gru-gymnax": ("pqn", "gymnax:CartPole-v1", _pqn(), 3),
     "pqn-reset-every-step-gymnax": (
@@ -152,20 +178,11 @@ def test_bootstrap_from_recorded_values_equals_the_heads_after_every_step(case):
     env = envs.make(task, B, 3, max_episode_steps=limit)
     assert 2 * B * -(-T // limit) < T * B  # the gathered path, not every step
     agent = (ppo.make_ppo if kind == "ppo" else pqn.make_pqn)(config, env.spec)
-    unknown = dataclasses.replace(env.spec, max_episode_steps=0)
-
-    def targets(state, batch, spec):
-        if kind == "ppo":
-            net = recurrent_ppo.network(config, spec)
-            data, _ = recurrent_ppo.samples(config, spec, net, state, batch)
-            return jnp.stack([data.advantage, data.target])
-        return recurrent_pqn.targets(config, recurrent_pqn.network(config, spec), state,
-                                     batch, time_limit=spec.max_episode_steps)
 
     def update(state, batch, key):
-        err = jnp.abs(targets(state, batch, env.spec) - targets(state, batch, unknown))
+        err = _bootstrap_err(kind, config, env.spec, state, batch)
         out = agent.update(state, batch, key)
-        return Update(out.state, {**out.metrics, "err": jnp.max(jnp.where(batch.valid, err, 0)),
+        return Update(out.state, {**out.metrics, "err": err,
                                   "truncations": batch.truncated.sum()}, out.td_error)
 
     trainer = on_policy.make_on_policy_trainer(agent._replace(update=update), env,
@@ -292,7 +309,9 @@ def test_ppo_rnn_learns_novel_cartpole_and_a_flipped_surrogate_does_not():
                       negated_where(flag, ppo_loss.losses.clipped_surrogate_loss))
         chunk = trainer.chunk.lower(trainer.init(jax.random.key(0))).compile()
     out = []
-    for negate, max_steps in ((False, 150_000), (True, 40_000)):
+    # The flipped run is cut at 20k: measured per 10,240 steps it stays at 9.4 (below
+    # random play, about 22), where the clean run is at 91 and passes 200 by 49k.
+    for negate, max_steps in ((False, 150_000), (True, 20_000)):
         state = trainer.init(jax.random.key(0))
         state = state.replace(agent=(state.agent[0], jnp.asarray(negate)))
         best = 0.0

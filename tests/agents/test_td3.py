@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
-from _corruptible import flagged_runs, with_negated_rewards
+from _corruptible import assert_finite_once_learning, flagged_runs, with_negated_rewards
 
 from rljax import envs
 from rljax.agents import td3
@@ -344,10 +344,11 @@ LEARN = configure(td3.TD3Config, num_envs=10, env_steps_per_update=2, grad_steps
                       learning_starts=1_000, random_steps=1_000, buffer_size=50_000,
                       actor_hidden=(64, 64), critic_hidden=(64, 64), actor_lr=1e-3,
                       critic_lr=1e-3, gamma=0.97)
-# Of 250 updates, 5,000 env steps each. The corrupted run is cut at 3: it is below -85
-# from the second chunk on (measured per chunk: -85, -100, -100, ..., -100 over 8), while
-# the clean run passes -8 from its fifth (-21, -10.7, -8.9, -8.8, -8.0, -7.0, -7.1, -6.8).
-LEARN_CHUNKS = {False: 6, True: 3}
+# Of 250 updates, 5,000 env steps each. The corrupted run is cut at 1: it is at -85 or
+# below from the first chunk on (measured per chunk: -85, -100, -100, ..., -100 over 8),
+# while the clean run passes -8 from its fifth (-21, -10.7, -8.9, -8.8, -8.0, -7.0, -7.1,
+# -6.8).
+LEARN_CHUNKS = {False: 6, True: 1}
 
 
 @pytest.mark.optimized
@@ -358,7 +359,7 @@ def test_td3_learns_reacher_and_a_corrupted_critic_does_not():
                          250, threshold=None)
     returns = {}
     for corrupt, (state, metrics) in flagged_runs(trainer, 0, LEARN_CHUNKS).items():
-        assert np.all(np.isfinite(np.asarray(metrics["critic_loss"])))
+        assert_finite_once_learning(metrics["critic_loss"], LEARN)
         returns[corrupt] = float(recent_mean_return(state.env.stats))
     # Random actions score about -43 per episode, an arm that stays put about -10.
     assert returns[False] > -8.0, returns
