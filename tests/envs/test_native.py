@@ -247,9 +247,11 @@ def test_craftax_steps_and_counts_achievements():
     pytest.importorskip("craftax")
     env = envs.make("craftax:Craftax-Classic-Symbolic-v1", 2, 0, max_episode_steps=3)
     assert env.spec.num_actions == 17 and env.achievement_names[0] == "collect_wood"
-    state, step = env.reset(), jax.jit(env.step)
-    for _ in range(3):
-        state, out = step(state, jnp.zeros(2, jnp.int32))
+    # The three steps in one scanned program: XLA:CPU compiled Craftax's step (world
+    # generation included) in 8.5 CPU-s as a loop body, 24 CPU-s as a program of its own.
+    state, out = jax.jit(lambda s: jax.lax.scan(
+        lambda s, a: env.step(s, a), s, jnp.zeros((3, 2), jnp.int32)))(env.reset())
+    out = jax.tree.map(lambda x: x[-1], out)
     assert bool(np.all(out.truncated)) and not bool(np.any(out.terminated))
     assert float(state.extras["episodes"]) == 2.0
     assert state.extras["achieved"].shape == (len(env.achievement_names),)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 
 import jax
 import jax.numpy as jnp
@@ -191,29 +192,32 @@ def test_brax_reacher_steps_with_the_time_limit_apart():
 
 def _whole_and_resumed(tmp_path, chunk: int, total: int, **changes):
     """``brax-inverted-pendulum-sac`` (seed 5) run for ``total`` env steps in chunks of
-    ``chunk``, and again stopped after one chunk and resumed to ``total``: the whole run
-    and the resumed run's rows."""
-    common = dict(seed=5, chunk_steps=chunk, checkpoint_every=chunk, tensorboard=False,
-                  **changes)
+    ``chunk``, then its folder copied and resumed from the checkpoint after the first chunk
+    (the state a run stopped there saved; newer checkpoints set aside) to ``total`` again:
+    the whole run and the resumed run's rows."""
     whole = rljax.train("brax-inverted-pendulum-sac", run_dir=str(tmp_path / "whole"),
-                        total_steps=total, **common)
-    rljax.train("brax-inverted-pendulum-sac", run_dir=str(tmp_path / "part"),
-                total_steps=chunk, **common)
-    resumed = rljax.train(resume=str(tmp_path / "part"), total_steps=total)
+                        seed=5, total_steps=total, chunk_steps=chunk, checkpoint_every=chunk,
+                        tensorboard=False, **changes)
+    shutil.copytree(tmp_path / "whole", tmp_path / "part")
+    resumed = rljax.train(resume=str(tmp_path / "part"), from_checkpoint=chunk,
+                          total_steps=total)
+    assert [r["env_steps"] for r in resumed.metrics] == list(range(2 * chunk, total + 1,
+                                                                   chunk))  # it ran them
     return whole, [json.loads(x) for x in open(os.path.join(resumed.run_dir,
                                                             "metrics.jsonl"))]
 
 
-# About a minute of CPU on 2 cores (66 s, measured at nice 19 with an extra C++ build in
-# it), three quarters of it the first run compiling brax's physics; the later two runs load
-# its programs from the test session's compilation cache (tests/conftest.py; jaxlib 0.10 on).
+# About a minute of CPU on 2 cores, most of it compiling brax's physics twice: for the
+# fresh run, and for the resumed one (its restored arrays are committed to the device,
+# which makes another program than the fresh run's uncommitted ones).
 @pytest.mark.slow
 def test_sac_on_brax_trains_and_its_resume_equals_the_uninterrupted_run(tmp_path):
     """Brax's own inverted_pendulum (positional pipeline) in short SAC runs: episodes end
-    (random actions topple the pole within ~20 steps), losses are finite, and a run stopped
-    after one chunk and resumed (brax's physics state, keys, step counts and
-    the replay in the checkpoint) equals the uninterrupted one row for row. (A user's
-    brax-style object through the same backend code: tests/run/test_env_objects.py.)"""
+    (random actions topple the pole within ~20 steps), losses are finite, and a run
+    resumed from its checkpoint after one chunk (brax's physics state, keys, step counts
+    and the replay in the checkpoint) equals the uninterrupted one row for row. (A user's
+    brax-style object through the same backend code: tests/run/test_env_objects.py;
+    stopping a run and resuming it: tests/run/test_resume.py.)"""
     pytest.importorskip("brax")
     whole, rows = _whole_and_resumed(tmp_path, 32, 64, env="brax:inverted_pendulum",
                                      num_envs=2, random_steps=16, learning_starts=16,
