@@ -82,7 +82,7 @@ def _payload(state) -> dict:
                 "env": {"handle": state.env.handle, "obs": state.env.obs,
                         "done": state.env.done, "extras": state.env.extras}}
     sums = {k: getattr(stats, k) for k in ("running_return", "running_length")}
-    stats = stats.replace(**{k: jax.device_put(np.zeros(x.shape, x.dtype), x.sharding)
+    stats = stats.replace(**{k: jax.device_put(np.zeros(x.shape, x.dtype), _placement(x))
                              for k, x in sums.items()})  # copied: no compile between chunks
     return {"agent": state.agent, "memory": state.memory, "key": jax.random.key_data(state.key),
             "env_steps": state.env_steps, "solved_at": state.solved_at, "stats": stats,
@@ -334,6 +334,10 @@ def restore(run_dir: str, template, step: int | None = None, *,
                                         saved)
     targets = _read_targets(path, wanted, saved, layouts.sum_tree_nodes(target, _named_leaves))
     shardings = {k: getattr(v, "sharding", None) for k, v in named.items()}
+    # A fresh run's arrays on its one device are uncommitted; restored arrays placed on that
+    # device would be committed, and jit would compile the training chunk again for them
+    # (another program, so the compilation cache misses: ~12 s of a brax SAC resume).
+    loose = {k for k, v in named.items() if _placement(v) is None}
     for x in jax.tree.leaves((template.agent, template.memory)):
         if isinstance(x, jax.Array) and not x.is_deleted():
             x.delete()
@@ -346,9 +350,16 @@ def restore(run_dir: str, template, step: int | None = None, *,
     arrays.update(empty)  # saved as nothing (see save)
     loaded = jax.tree_util.tree_unflatten(treedef, [arrays[k] for k in named])
     loaded["memory"] = layouts.relayout_sum_trees(target["memory"], loaded["memory"])
-    placed = [x if isinstance(x, jax.Array) else multihost.put(x, shardings[k])
+    placed = [jax.device_put(np.asarray(x)) if k in loose
+              else x if isinstance(x, jax.Array) else multihost.put(x, shardings[k])
               for k, x in zip(named, jax.tree.leaves(loaded), strict=True)]
     return _state(template, jax.tree_util.tree_unflatten(treedef, placed))
+
+
+def _placement(x) -> Any:
+    """Where a copy of array ``x`` goes: its sharding, or None (the default device,
+    uncommitted) for an uncommitted array, which jit places freely."""
+    return None if getattr(x, "_committed", True) is False else x.sharding
 
 
 def _state(template, loaded: dict):
