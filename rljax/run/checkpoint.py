@@ -17,11 +17,9 @@ envpool's environments are not part of a checkpoint: a resumed run restarts its 
 everything else continues where it stopped. JAX-native envs are: their states, keys and
 observations are saved with the rest, so a resumed run continues its episodes.
 
-Run directories from before orbax (``checkpoint/state.msgpack``, ``manifest.json``) still
-restore (the legacy reader below); a resumed run replaces them once ``keep`` newer exist.
-
-A sum tree saved with another layout (the default fanout was 16 before it became 8) is
-rebuilt from its leaves, which every layout stores first, so such runs still resume.
+Older run directories still restore: from before orbax (``checkpoint/state.msgpack``,
+``manifest.json``; a resumed run replaces them once ``keep`` newer exist), and with a sum
+tree of another layout (fanout 16 before 8; rebuilt from its leaves, stored first in each).
 """
 
 from __future__ import annotations
@@ -82,7 +80,8 @@ def _payload(state) -> dict:
                 "env": {"handle": state.env.handle, "obs": state.env.obs,
                         "done": state.env.done, "extras": state.env.extras}}
     sums = {k: getattr(stats, k) for k in ("running_return", "running_length")}
-    stats = stats.replace(**{k: jax.device_put(np.zeros(x.shape, x.dtype), _placement(x))
+    stats = stats.replace(**{k: jax.device_put(np.zeros(x.shape, x.dtype),
+                                               multihost.placement(x))  # as placed in the run
                              for k, x in sums.items()})  # copied: no compile between chunks
     return {"agent": state.agent, "memory": state.memory, "key": jax.random.key_data(state.key),
             "env_steps": state.env_steps, "solved_at": state.solved_at, "stats": stats,
@@ -324,8 +323,7 @@ def restore(run_dir: str, template, step: int | None = None, *,
     if "sha256" in manifest:  # the format before orbax
         return _place(_restore_legacy(run_dir, template, manifest), template)
     store, folder, step = _store(), _folder(run_dir, folder), manifest["env_steps"]
-    path = store.step_dir(folder, step)
-    target = _payload(template)
+    path, target = store.step_dir(folder, step), _payload(template)
     named, treedef = _named_leaves(target)
     empty = {k: np.zeros(np.shape(v), v.dtype) for k, v in named.items() if not np.size(v)}
     saved = {k: (tuple(shape), jnp.dtype(dtype)) for k, (shape, dtype) in
@@ -334,10 +332,7 @@ def restore(run_dir: str, template, step: int | None = None, *,
                                         saved)
     targets = _read_targets(path, wanted, saved, layouts.sum_tree_nodes(target, _named_leaves))
     shardings = {k: getattr(v, "sharding", None) for k, v in named.items()}
-    # A fresh run's arrays on its one device are uncommitted; restored arrays placed on that
-    # device would be committed, and jit would compile the training chunk again for them
-    # (another program, so the compilation cache misses: ~12 s of a brax SAC resume).
-    loose = {k for k, v in named.items() if _placement(v) is None}
+    loose = {k for k, v in named.items() if multihost.placement(v) is None}  # uncommitted
     for x in jax.tree.leaves((template.agent, template.memory)):
         if isinstance(x, jax.Array) and not x.is_deleted():
             x.delete()
@@ -354,12 +349,6 @@ def restore(run_dir: str, template, step: int | None = None, *,
               else x if isinstance(x, jax.Array) else multihost.put(x, shardings[k])
               for k, x in zip(named, jax.tree.leaves(loaded), strict=True)]
     return _state(template, jax.tree_util.tree_unflatten(treedef, placed))
-
-
-def _placement(x) -> Any:
-    """Where a copy of array ``x`` goes: its sharding, or None (the default device,
-    uncommitted) for an uncommitted array, which jit places freely."""
-    return None if getattr(x, "_committed", True) is False else x.sharding
 
 
 def _state(template, loaded: dict):
