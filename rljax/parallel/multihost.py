@@ -182,10 +182,11 @@ def put(value: Any, sharding: Any) -> jax.Array:
 
 def placement(x: Any) -> Any:
     """Where a copy of array ``x`` goes: its sharding, or None (the default device,
-    uncommitted) for an uncommitted array, which jit places freely. A fresh one-device
-    run's arrays are uncommitted; committed copies of them would be another jit signature,
-    and the training chunk would compile again (a resume did, ~12 s on a brax SAC run)."""
-    return None if getattr(x, "_committed", True) is False else x.sharding
+    uncommitted) for an uncommitted array, which jit places freely, or for a host value.
+    A fresh one-device run's arrays are uncommitted; committed copies of them would be
+    another jit signature, and the training chunk would compile again (a resume did,
+    ~12 s on a brax SAC run)."""
+    return None if getattr(x, "_committed", True) is False else getattr(x, "sharding", None)
 
 
 def replicate(tree: Any, mesh: Any) -> Any:
