@@ -78,6 +78,26 @@ if ("xla_cpu_use_fusion_emitters" not in os.environ.get("XLA_FLAGS", "")
 import jax  # noqa: E402  (after XLA_FLAGS: the backend reads them once)
 import pytest  # noqa: E402
 
+# The session's native libraries (the sum-tree kernels, ~6 s of C++ compiling, and the
+# envpool FFI) are built into its cache folder by the pytest process that made the folder,
+# in the background while the pytest-xdist workers start; a worker that needs one first
+# waits for that build (rljax.buffers._native.build locks the folder) instead of compiling
+# its own copy at collection, as each worker did before.
+if _SESSION_CACHE:
+    import threading
+
+    def _build_native_libraries():
+        try:
+            from rljax.buffers import _native
+            from rljax.envs import envpool_ffi
+
+            _native.build()
+            envpool_ffi.build()
+        except Exception:  # noqa: BLE001  (the tests that use them build or report them)
+            pass
+
+    threading.Thread(target=_build_native_libraries, daemon=True).start()
+
 # Test modules import gymnax at their top; imported here first, as rljax imports it, gymnax
 # leaves its renderers' matplotlib.pyplot and seaborn (with scipy.stats) until a renderer
 # runs, ~1.5 s less in each pytest-xdist worker's collection. (Only in the workers: the

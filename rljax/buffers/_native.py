@@ -23,6 +23,7 @@ compiling the programs that use the tree, or call ``jax.clear_caches()`` after c
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import hashlib
@@ -133,6 +134,34 @@ def build(directory: str | None = None, compiler: str | None = None, source: str
     if compiler is None:
         raise BuildError("no C++ compiler found (set CXX, or install g++ or clang++)")
     os.makedirs(directory, exist_ok=True)
+    # One build at a time per folder: processes started together (the processes of a
+    # multi-process run, test workers) wait for the first one's build, then load it.
+    with _build_lock(directory):
+        if os.path.exists(path) and intact(path):
+            return path
+        _compile(compiler, source, directory, path)
+    return path
+
+
+@contextlib.contextmanager
+def _build_lock(directory: str):
+    """An exclusive lock on the folder itself (it leaves no file behind), where ``fcntl``
+    exists; elsewhere none, and processes building at once each write their own file."""
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # (closing releases the lock)
+
+
+def _compile(compiler: str, source: str, directory: str, path: str) -> None:
+    """Compiles ``source`` into ``path`` with its record beside it."""
     # Build under unique names, flush them to the disk, then rename: the record first,
     # then the library, so a library in place is whole and a reader that finds the
     # record of another build in between builds again rather than load a mismatch.
@@ -161,7 +190,6 @@ def build(directory: str | None = None, compiler: str | None = None, source: str
         for leftover in (tmp, record):
             if os.path.exists(leftover):
                 os.remove(leftover)
-    return path
 
 
 @functools.cache
