@@ -101,3 +101,20 @@ def test_a_library_without_its_record_is_built_again(cache):
     stamp = os.stat(path).st_mtime_ns
     assert envpool_ffi.build(os.path.dirname(path)) == path and _native.intact(path)
     assert os.stat(path).st_mtime_ns != stamp  # built again, not only recorded
+
+
+def test_builds_started_together_compile_once(tmp_path):
+    """Two builds of one library at once (two processes of a run, two test workers): the
+    second waits for the first's and loads it instead of compiling its own."""
+    log = tmp_path / "calls"
+    compiler = tmp_path / "cxx"
+    compiler.write_text(f"#!/bin/sh\necho call >> {log}\nsleep 1\nexec g++ \"$@\"\n")
+    compiler.chmod(0o755)
+    build = [sys.executable, "-c", "import sys; from rljax.envs import envpool_ffi; "
+             "print(envpool_ffi.build(sys.argv[1], sys.argv[2]))", str(tmp_path / "lib"),
+             str(compiler)]
+    procs = [subprocess.Popen(build, stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    paths = {p.communicate(timeout=120)[0].strip() for p in procs}
+    assert all(p.returncode == 0 for p in procs)
+    assert len(paths) == 1 and _native.intact(paths.pop())
+    assert log.read_text().splitlines() == ["call"]
