@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import shutil
 
 import gymnax
 import jax
@@ -221,20 +222,21 @@ def test_member_of_a_four_seed_run_and_resume_continue_the_single_run(tmp_path):
     its second chunk equals the uninterrupted run's (episode counts and returns)."""
     import rljax
 
-    common = dict(total_steps=2 * 2048, chunk_steps=2048, tensorboard=False,
-                  checkpoint_every=2048)
+    common = dict(chunk_steps=2048, tensorboard=False, checkpoint_every=2048)
     whole = rljax.train("gymnax-cartpole-ppo", run_dir=str(tmp_path / "whole"), seed=3,
-                        **common)
-    part = rljax.train("gymnax-cartpole-ppo", run_dir=str(tmp_path / "part"), seed=3,
-                       **dict(common, total_steps=2048))
-    resumed = rljax.train(resume=str(tmp_path / "part"), total_steps=2 * 2048)
-    assert part.run_dir == resumed.run_dir
+                        total_steps=2 * 2048, **common)
+    # The copy resumed from its first checkpoint: the state a run stopped there saved
+    # (the newer one set aside).
+    shutil.copytree(tmp_path / "whole", tmp_path / "part")
+    resumed = rljax.train(resume=str(tmp_path / "part"), from_checkpoint=2048,
+                          total_steps=2 * 2048)
+    assert resumed.run_dir == str(tmp_path / "part")
     rows = [json.loads(x) for x in open(os.path.join(resumed.run_dir, "metrics.jsonl"))]
     keys = ("env_steps", "episodes", "episode_return_mean", "return_mean_100")
     assert [[r[k] for k in keys] for r in rows] == [[r[k] for k in keys]
                                                    for r in whole.metrics]
     many = rljax.train("gymnax-cartpole-ppo", run_dir=str(tmp_path / "many"), seed=1,
-                       num_seeds=4, **dict(common, total_steps=2048))
+                       num_seeds=4, total_steps=2048, **common)
     seed3 = [json.loads(x) for x in open(os.path.join(many.run_dir, "seed_3",
                                                        "metrics.jsonl"))][0]
     first = whole.metrics[0]
