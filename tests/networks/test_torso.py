@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 
 import flax.linen as nn
 import jax
@@ -130,10 +131,12 @@ def test_a_user_torso_in_ppo_is_checkpointed_resumed_and_evaluated(tmp_path):
                   checkpoint_every=512, seed=3, tensorboard=False, eval_every=0)
     whole = rljax.train("cartpole-ppo", run_dir=str(tmp_path / "whole"), total_steps=1_024,
                         **common)
-    rljax.train("cartpole-ppo", run_dir=str(tmp_path / "part"), total_steps=512, **common)
-    record = json.load(open(tmp_path / "part" / "config.json"))
+    record = json.load(open(tmp_path / "whole" / "config.json"))
     assert record["config"]["network"] == "_torsos:TinyTorso"
-    resumed = rljax.train(resume=str(tmp_path / "part"), total_steps=1_024)
+    # The copy resumed from its first checkpoint: the state a run stopped there saved.
+    shutil.copytree(tmp_path / "whole", tmp_path / "part")
+    resumed = rljax.train(resume=str(tmp_path / "part"), from_checkpoint=512,
+                          total_steps=1_024)
     assert resumed.config.config.network == "_torsos:TinyTorso"
     keys = ("env_steps", "episodes", "episode_return_mean", "loss", "value_loss")
     assert [[r.get(k) for k in keys] for r in resumed.metrics] == [
