@@ -41,6 +41,9 @@ PATIENCE = 4  # a wait on a process that is alive but does not come lasts this m
 # every process is in (a chunk being computed, a checkpoint being written) before the
 # process leaves without a checkpoint.
 SIGNAL_GRACE = 60.0
+# Seconds the coordinator waits, after the others have said they are going, before it
+# leaves a run that cannot start (they have one line to print and then exit).
+LEAVE_GRACE = 2.0
 
 
 class PeerLost(RuntimeError):
@@ -304,6 +307,11 @@ class Peers:
             self.client.key_value_set(f"{key}/done", "1", allow_overwrite=True)
             with contextlib.suppress(Exception):  # a process gone may close the connection
                 self._gather(f"{key}/gone", "1", what, strict=False)
+            if any(v != value for v in values.values()):
+                # They are leaving too: a process still connected when the coordinator
+                # goes is aborted by JAX before its own line is out (exit -6, a page of
+                # C++ log), so the coordinator leaves last, a moment after "gone".
+                time.sleep(LEAVE_GRACE)
         for p, v in sorted(values.items()):
             if v != value:
                 return (f"process {p} was started with {name} {v}, process {self.pid} with "

@@ -141,3 +141,29 @@ def test_a_collective_that_fails_with_every_process_answering_says_so(pair):
                     "answering (UNKNOWN: Gloo context initialization failed: "
                     "DEADLINE_EXCEEDED); stopping this process too; no checkpoint had been "
                     "saved")
+
+
+def test_the_coordinator_leaves_last_when_the_processes_disagree(pair, monkeypatch):
+    """Processes started with different counts each return the disagreement; process 0,
+    which runs the coordinator, returns LEAVE_GRACE after process 1 (a process still
+    connected when the coordinator goes is aborted by JAX before its line is out). When
+    they agree, nobody waits."""
+    monkeypatch.setattr(peers, "LEAVE_GRACE", 0.5)
+    a, b = pair
+    returned = {}
+
+    def timed(p, value):
+        out = p.same("--num-processes", value)
+        returned[p.pid] = time.monotonic()
+        return out
+
+    got = _both([lambda: timed(a, "2"), lambda: timed(b, "3")])
+    assert got == ["process 1 was started with --num-processes 3, process 0 with 2; start "
+                   "every process with the same --num-processes",
+                   "process 0 was started with --num-processes 2, process 1 with 3; start "
+                   "every process with the same --num-processes"]
+    assert returned[0] - returned[1] >= 0.5
+    start = time.monotonic()
+    assert _both([lambda: a.same("--seeds", "4"), lambda: b.same("--seeds", "4")]) == [None,
+                                                                                     None]
+    assert time.monotonic() - start < 0.5
