@@ -229,14 +229,15 @@ def test_nonfinite_loss_stops_with_clear_error(tmp_path, monkeypatch, capsys):
 @pytest.mark.optimized
 @pytest.mark.slow
 def test_sigint_saves_and_resumed_run_solves(tmp_path, capsys):
-    cmd = [sys.executable, "-m", "rljax.run.cli", "train", "cartpole-a2c", "--logdir",
-           str(tmp_path), "--quiet", "--no-tensorboard"]
+    # cartpole-ppo, whose seeds solve within 100k env steps, trained to 160k (8 chunks).
+    cmd = [sys.executable, "-m", "rljax.run.cli", "train", "cartpole-ppo", "--total-steps",
+           "160000", "--logdir", str(tmp_path), "--quiet", "--no-tensorboard"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 240
     metrics = None
     while time.time() < deadline:
         found = list(tmp_path.glob("*/metrics.jsonl"))
-        if found and len(found[0].read_text().splitlines()) >= 6:  # 120k steps in
+        if found and len(found[0].read_text().splitlines()) >= 2:  # 40k steps in
             metrics = found[0]
             break
         time.sleep(0.2)
@@ -249,15 +250,16 @@ def test_sigint_saves_and_resumed_run_solves(tmp_path, capsys):
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["interrupted"] is True
     saved = checkpoint.read_manifest(str(run_dir))["env_steps"]
-    assert saved == summary["env_steps"] < 500_000
+    assert saved == summary["env_steps"] < 160_000
     # The resume runs in this process (the signal above needed a process of its own).
     capsys.readouterr()
     code = cli.main(["train", "--resume", str(run_dir), "--quiet"])
     out, err = capsys.readouterr()
     assert code == 0, err
     final = json.loads(out)
-    assert final["resumed_from_step"] == saved and final["env_steps"] == 500_000
-    # Seed 0 uninterrupted solves at 287k steps; the resumed run must solve too.
+    assert final["resumed_from_step"] == saved and final["env_steps"] >= 160_000
+    # Seed 0 uninterrupted solves at ~100k steps (docs/results.md: 3 of 3 seeds within
+    # 100k); the resumed run must solve too.
     assert final["solved_at_step"] is not None and final["final_return_mean"] >= 475
     assert os.path.isfile(run_dir / "curve.png")
 
