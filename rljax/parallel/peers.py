@@ -307,16 +307,17 @@ class Peers:
             self.client.key_value_set(f"{key}/done", "1", allow_overwrite=True)
             with contextlib.suppress(Exception):  # a process gone may close the connection
                 self._gather(f"{key}/gone", "1", what, strict=False)
-            if any(v != value for v in values.values()):
-                # They are leaving too: a process still connected when the coordinator
-                # goes is aborted by JAX before its own line is out (exit -6, a page of
-                # C++ log), so the coordinator leaves last, a moment after "gone".
-                time.sleep(LEAVE_GRACE)
-        for p, v in sorted(values.items()):
-            if v != value:
-                return (f"process {p} was started with {name} {v}, process {self.pid} with "
-                        f"{value}; start every process with the same {name}")
-        return None
+        differ = [(p, v) for p, v in sorted(values.items()) if v != value]
+        if not differ:
+            return None
+        if self.pid == 0:
+            # The others are leaving too: a process still connected when the coordinator
+            # goes is aborted by JAX before its own line is out (exit -6, a page of C++
+            # log), so the coordinator leaves last, a moment after "gone".
+            time.sleep(LEAVE_GRACE)
+        p, v = differ[0]
+        return (f"process {p} was started with {name} {v}, process {self.pid} with {value}; "
+                f"start every process with the same {name}")
 
     def _get(self, key: str, deadline: float) -> str | None:
         try:
