@@ -130,19 +130,37 @@ def test_doc_tables_are_the_results_files(capsys):
     assert _doc_tables() == printed
 
 
-def test_thread_pool_check_takes_the_pages_command_and_uses_medians_of_pairs():
+def test_thread_pool_check_takes_the_pages_command_and_names_winners_by_sign_test():
     from benchmarks import scaling_docs
     from rljax.run.presets import ONE_THREAD_MEMBERS
 
     found = re.search(r"`python -m benchmarks\.scaling_docs ([^`]*)`", DOC.read_text())
     args = scaling_docs.parser().parse_args(shlex.split(found.group(1)))
-    assert args.pairs >= 3 and min(args.seeds) <= ONE_THREAD_MEMBERS < max(args.seeds)
-    # one thread / default pool per pair: a median above 1 is one thread's win
-    ratios = {"16": [1.2, 0.9, 1.1], "64": [0.8, 1.05, 0.9], "256": [0.7, 0.8, 0.75]}
-    summary, wrong = scaling_docs.verdict(ratios, 32)
+    assert args.pairs >= 5 and min(args.seeds) <= ONE_THREAD_MEMBERS < max(args.seeds)
+    # the binomial tail: 5 of 5 fair tosses 1/32, 8 or more of 9 10/512
+    assert scaling_docs.sign_test(5, 5) == 1 / 32 and scaling_docs.sign_test(8, 9) == 10 / 512
+    assert scaling_docs.sign_test(0, 7) == 1.0
+    # one thread / default pool per pair: above 1 one thread won the pair
+    ratios = {"4": [1.2, 1.1, 1.3, 1.05, 1.01], "16": [1.2, 0.9, 1.1, 1.05, 0.95],
+              "64": [0.8, 0.99, 0.9, 0.7, 0.95], "256": [0.7, 0.8, 1.75, 0.6, 0.9]}
+    summary, wrong = scaling_docs.verdict(ratios, 16)
     assert wrong == []
-    assert summary["16"] == {"median": 1.1, "low": 0.9, "high": 1.2,
-                             "same_winner_every_pair": False}
-    assert summary["256"]["same_winner_every_pair"]
+    assert summary["16"] == {"median": 1.05, "low": 0.9, "high": 1.2, "winner": "level",
+                             "sign_test_p": 0.5}
+    assert summary["4"]["winner"] == "one thread" and summary["64"]["winner"] == "default pool"
+    # 4 of 5 pairs is not a winner, however far the median lies from 1
+    assert summary["256"]["winner"] == "level" and summary["256"]["median"] == 0.8
     assert [w.split(":")[0] for w in scaling_docs.verdict(ratios, 64)[1]] == ["64 seeds"]
-    assert [w.split(":")[0] for w in scaling_docs.verdict(ratios, 8)[1]] == ["16 seeds"]
+    assert [w.split(":")[0] for w in scaling_docs.verdict(ratios, 2)[1]] == ["4 seeds"]
+    assert scaling_docs.verdict(ratios, 32)[1] == []
+
+
+def test_stored_thread_pool_runs_fit_the_bound(capsys):
+    """Every run of the check that docs/scaling.md reports fits ONE_THREAD_MEMBERS."""
+    from benchmarks import scaling_docs
+
+    files = list(dict.fromkeys(
+        re.findall(r"`(benchmarks/results/cpu_threads_seeds\w*\.json)`", DOC.read_text())))
+    assert len(files) >= 5
+    assert scaling_docs.main(["--analyze", *files]) == 0
+    assert capsys.readouterr().out.count("as docs/scaling.md says") == len(files)

@@ -83,12 +83,11 @@ def get_preset(name: str) -> Preset:
     return PRESETS[name]
 
 
-# A preset's one-thread CPU pool (``cpu_threads=1``) pays for a few members; with more,
-# neither pool wins reliably (gymnax-cartpole-ppo on 2 cores, one thread / default pool,
-# median of 5 alternating pairs at load 4-8: 1.12 at 16 seeds, 0.99 at 32, 0.92 at 64,
-# 1.04 at 128, 1.03 at 256, every count above 16 with pairs on both sides of 1; an earlier
-# back-to-back run had the default pool 1.07x ahead at 64 and 1.24x at 256), and 16 is the
-# bound that loses least (python -m benchmarks.scaling_docs, docs/scaling.md).
+# A preset's one-thread CPU pool (``cpu_threads=1``) pays for a few members and JAX's
+# default pool for many: gymnax-cartpole-ppo on 2 cores, alternating pairs, one thread won
+# every pair at 2-8 seeds and the default pool every pair at 64-256 in some runs, with 16
+# and 32 level within the pairs' noise; any bound from 8 to 63 fits all five runs
+# (python -m benchmarks.scaling_docs, docs/scaling.md).
 ONE_THREAD_MEMBERS = 16
 
 
