@@ -418,7 +418,8 @@ def test_wandb_without_wandb_is_refused_before_compiling(capsys, logdir, monkeyp
 
 
 def test_an_annealed_rate_that_ends_before_the_run_is_warned():
-    run = from_preset("cartpole-pqn", total_steps=51_200, schedule_steps=25_600)
+    run = from_preset("cartpole-pqn", total_steps=51_200, schedule_steps=25_600,
+                      anneal_lr=True)
     with pytest.warns(UserWarning, match="anneals to 0 by update 50 .schedule_steps. of the "
                                          "run's 100: the last 50 updates train with a "
                                          "learning rate of 0"):

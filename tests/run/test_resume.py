@@ -340,7 +340,7 @@ def test_a_corrupted_newest_checkpoint_names_the_intact_one_which_can_be_used(co
 @pytest.mark.slow
 def test_a_resume_that_extends_the_budget_keeps_the_annealed_schedule(tmp_path, capsys):
     run = from_preset("cartpole-pqn", total_steps=4_096, logdir=str(tmp_path),
-                      tensorboard=False)  # 8 updates of 32 envs x 16 steps
+                      tensorboard=False, anneal_lr=True)  # 8 updates of 32 envs x 16 steps
     first = train_run(dataclasses.replace(run, chunk_steps=2_048), progress=False)
     args = ["train", "--resume", first.run_dir, "--total-steps", "8192", "--quiet"]
     with pytest.warns(UserWarning, match=r"the learning rate anneals to 0 by update 8 "
@@ -349,7 +349,7 @@ def test_a_resume_that_extends_the_budget_keeps_the_annealed_schedule(tmp_path, 
         assert cli.main(args) == 0
     assert checkpoint.read_manifest(first.run_dir)["run"]["schedule_steps"] == 4_096
     # resumed again, from the preset this time: the same schedule, no refusal
-    assert cli.main(["train", "cartpole-pqn", "--resume", first.run_dir, "--total-steps",
-                     "10240", "--chunk-steps", "2048", "--no-tensorboard", "--logdir",
-                     str(tmp_path), "--quiet"]) == 0
+    assert cli.main(["train", "cartpole-pqn", "--set", "anneal_lr=true", "--resume",
+                     first.run_dir, "--total-steps", "10240", "--chunk-steps", "2048",
+                     "--no-tensorboard", "--logdir", str(tmp_path), "--quiet"]) == 0
     assert checkpoint.read_manifest(first.run_dir)["run"]["schedule_steps"] == 4_096

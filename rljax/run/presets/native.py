@@ -94,8 +94,8 @@ PRESETS: list[Preset] = [
             total_steps=500_000, threshold=475.0,
             key_params=_PQN_KEYS + ("adam_eps", "lr_factor"), cpu_threads=1,
             notes="cartpole-pqn's configuration (32 envs x 16 steps, LayerNorm 128-128, "
-                  "RAdam 1e-3 with epsilon 1e-3, Q(0.95)) at 2 epochs x 4 minibatches, 1.8x "
-                  "the env steps/s of 4; the rate decays linearly to a twentieth over the "
+                  "RAdam 1e-3 with epsilon 1e-3, Q(0.95), 2 epochs x 4 minibatches, 1.8x "
+                  "the env steps/s of 4) on gymnax's CartPole; the rate decays linearly to a twentieth over the "
                   "500k budget and stays there in longer runs (lr_factor), so that seeds "
                   "trained past the budget stay solved (7 of 8 at 2.5M, against 4 of 8 "
                   "annealed over the whole run); RAdam's epsilon at 1e-8 left 8 of 40 "
