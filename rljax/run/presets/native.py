@@ -95,10 +95,11 @@ PRESETS: list[Preset] = [
             key_params=_PQN_KEYS + ("adam_eps", "lr_factor"), cpu_threads=1,
             notes="cartpole-pqn's configuration (32 envs x 16 steps, LayerNorm 128-128, "
                   "RAdam 1e-3 with epsilon 1e-3, Q(0.95), 2 epochs x 4 minibatches, 1.8x "
-                  "the env steps/s of 4) on gymnax's CartPole; the rate decays linearly to a twentieth over the "
-                  "500k budget and stays there in longer runs (lr_factor), so that seeds "
-                  "trained past the budget stay solved (7 of 8 at 2.5M, against 4 of 8 "
-                  "annealed over the whole run); RAdam's epsilon at 1e-8 left 8 of 40 "
+                  "the env steps/s of 4) on gymnax's CartPole; the rate decays linearly to "
+                  "a twentieth over the 500k budget and stays there in longer runs "
+                  "(lr_factor), so that seeds trained past the budget stay solved (7 of 8 "
+                  "at 2.5M, against 4 of 8 annealed over the whole run); RAdam's epsilon "
+                  "at 1e-8 left 8 of 40 "
                   f"drifting below 475 at 4 epochs (docs/results.md); {_ONE_THREAD}"),
     *[p for game, name in _MINATAR.items() for p in _minatar(game, name)],
     *[_pendulum(algo, cls, note) for algo, cls, note in (
