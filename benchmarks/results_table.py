@@ -109,6 +109,9 @@ ROWS: list[Row] = [
         "table/minatar-space-invaders-pqn-1m",
         "rljax train minatar-space-invaders-pqn --total-steps 1000000 --seeds 8 "
         "--eval-every 1000000"),
+    Row("MinAtar Seaquest PQN, 1M", "gymnax:Seaquest-MinAtar", "table/minatar-seaquest-pqn-1m",
+        "rljax train minatar-breakout-pqn --env gymnax:Seaquest-MinAtar --total-steps 1000000 "
+        "--seeds 8 --eval-every 1000000"),
     *_minatar("Asterix", "asterix", "15"),
     *_minatar("Freeway", "freeway", "58"),
     *_minatar("SpaceInvaders", "space-invaders", "131"),
