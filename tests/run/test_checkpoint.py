@@ -325,12 +325,14 @@ def test_flat_optimizer_moments_restore_per_parameter(tmp_path, monkeypatch, see
 
     from rljax.agents import pqn, pqn_core
 
+    # annealed, as the preset was when PQN kept the flat vector
     run = from_preset("cartpole-pqn", total_steps=1_024, logdir=str(tmp_path),
-                      tensorboard=False, num_seeds=seeds)
+                      tensorboard=False, num_seeds=seeds, anneal_lr=True)
 
     def flattened(config, parallel=pqn.ONE_DEVICE, run_length=None):
         return optax.flatten(optax.chain(optax.clip_by_global_norm(config.max_grad_norm),
-                                         optax.radam(pqn_core.learning_rate(config, run_length))))
+                                         optax.radam(pqn_core.learning_rate(config, run_length),
+                                                     eps=config.adam_eps)))
 
     with monkeypatch.context() as m:
         m.setattr(pqn, "optimizer", flattened)
