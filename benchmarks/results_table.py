@@ -112,6 +112,14 @@ ROWS: list[Row] = [
     Row("MinAtar Seaquest PQN, 1M", "gymnax:Seaquest-MinAtar", "table/minatar-seaquest-pqn-1m",
         "rljax train minatar-breakout-pqn --env gymnax:Seaquest-MinAtar --total-steps 1000000 "
         "--seeds 8 --eval-every 1000000"),
+    *[Row(f"MinAtar {game} PPO, 1M", f"gymnax:{game}-MinAtar", f"table/minatar-{name}-ppo-1m",
+          f"rljax train minatar-{preset}-ppo{flag} --total-steps 1000000 --seeds 8 "
+          "--eval-every 1000000")
+      for game, name, preset, flag in (
+          ("Breakout", "breakout", "breakout", ""), ("Asterix", "asterix", "asterix", ""),
+          ("Freeway", "freeway", "freeway", ""),
+          ("SpaceInvaders", "space-invaders", "space-invaders", ""),
+          ("Seaquest", "seaquest", "breakout", " --env gymnax:Seaquest-MinAtar"))],
     *_minatar("Asterix", "asterix", "15"),
     *_minatar("Freeway", "freeway", "58"),
     *_minatar("SpaceInvaders", "space-invaders", "131"),
