@@ -6,7 +6,9 @@ process each, since the pool is sized once per process): rljax and the reference
 at ``--seeds`` members, each a compiled chunk of the same updates per member, and the
 large-GEMM rate (2048^3 float32 matmul) and the rate of the update's hidden-layer matmul
 shape ([128 x 64] @ [64 x 64]) for one member and batched over the members, in the same
-process, in interleaved rounds.
+process, in interleaved rounds. rljax at ``--seeds`` members also runs with its optimizer on
+one flat vector (the layout below ``rljax.agents.ppo_networks.PER_ARRAY_MEMBERS``), the A/B
+of that choice.
 
     python -m benchmarks.many_seeds [--seeds 64] [--threads 1,0] [--rounds 5]
 
@@ -30,16 +32,24 @@ from benchmarks.common import median, timed_wall_cpu, write_results
 PRESET = "gymnax-cartpole-ppo"
 
 
-def _rljax(count: int, updates: int):
+def _rljax(count: int, updates: int, flat: bool = False):
+    """rljax's chunk at ``count`` members; ``flat``: its optimizer on one flat vector
+    whatever the count (the layout below ``PER_ARRAY_MEMBERS``)."""
     import jax
 
+    from rljax.agents import ppo_networks
     from rljax.run.build import build
     from rljax.run.presets import from_preset
 
     run = from_preset(PRESET, num_seeds=count, cpu_threads=0)
     steps = updates * run.config.loop.num_envs * run.config.loop.rollout_len
     run = dataclasses.replace(run, chunk_steps=steps, total_steps=steps * 1000)
-    _, _, trainer, _ = build(run)
+    bound = ppo_networks.PER_ARRAY_MEMBERS
+    ppo_networks.PER_ARRAY_MEMBERS = 10**9 if flat else bound
+    try:
+        _, _, trainer, _ = build(run)
+    finally:
+        ppo_networks.PER_ARRAY_MEMBERS = bound
     box = {"state": trainer.init(jax.random.key(0))}
     chunk = trainer.chunk.lower(box["state"]).compile()
 
@@ -103,6 +113,7 @@ def worker(threads: int, seeds: int, rounds: int, updates: int) -> dict:
     for count in (1, seeds):
         programs[f"rljax_{count}"] = _rljax(count, updates)
         programs[f"reference_{count}"] = _reference(count, updates)
+    programs[f"rljax_{seeds}_flat"] = _rljax(seeds, updates, flat=True)
     gemm_rate = profiling.gemm_rate(2048)
     dots = {"dot_1": dot_rate(0), f"dot_{seeds}": dot_rate(seeds)}
     dot_samples = {k: [] for k in dots}
@@ -130,6 +141,7 @@ def worker(threads: int, seeds: int, rounds: int, updates: int) -> dict:
             "reference_many_over_one": ratio(f"reference_{seeds}", "reference_1"),
             "rljax_over_reference_many": ratio(f"rljax_{seeds}", f"reference_{seeds}"),
             "rljax_over_reference_one": ratio("rljax_1", "reference_1"),
+            "rljax_many_over_flat_optimizer": ratio(f"rljax_{seeds}", f"rljax_{seeds}_flat"),
             "gemm_2048_gflops": median(gemm), "rounds": sps,
             "dot_128x64x64_gflops": {k: median(v) for k, v in dot_samples.items()},
             "load_before": load_before, "load_after": os.getloadavg()}
@@ -163,7 +175,8 @@ def main() -> None:
             f" env steps/s; {args.seeds} / 1 seed: rljax {r['rljax_many_over_one']:.2f}, "
             f"reference {r['reference_many_over_one']:.2f}; rljax / reference at "
             f"{args.seeds}: {r['rljax_over_reference_many']:.2f}, at 1: "
-            f"{r['rljax_over_reference_one']:.2f}; GFLOP/s: GEMM 2048^3 "
+            f"{r['rljax_over_reference_one']:.2f}; rljax at {args.seeds} over its flat "
+            f"optimizer: {r['rljax_many_over_flat_optimizer']:.2f}; GFLOP/s: GEMM 2048^3 "
             f"{r['gemm_2048_gflops']:.0f}, [128x64]@[64x64] one / {args.seeds} members " +
             " / ".join(f"{v:.0f}" for v in r["dot_128x64x64_gflops"].values()) + "; "
             f"load {r['load_before'][0]:.1f} -> {r['load_after'][0]:.1f}")

@@ -83,7 +83,7 @@ def parts(config: PPOConfig, spec: EnvSpec, parallel: Parallel = ONE_DEVICE,
           run: RunLength | None = None) -> Parts:
     """The networks and optimizer of ``config`` for ``spec``."""
     outputs = heads.num_outputs(spec)
-    optimizer = heads.optimizer(config, parallel, run)
+    optimizer = heads.optimizer(config, parallel, run, spec.num_seeds)
     if config.network is not None:  # the user's torso with PPO's output layers
         return Parts(*make_torso_actor_critic(config.network, spec.obs_shape, outputs,
                                               config.shared_torso), optimizer)

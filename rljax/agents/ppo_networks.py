@@ -46,13 +46,22 @@ def learning_rate(config: PPOConfig, run: RunLength | None) -> optax.Schedule:
                                   config.num_epochs * config.num_minibatches)
 
 
-def optimizer(config: PPOConfig, parallel: Parallel,
-              run: RunLength | None = None) -> optax.GradientTransformation:
-    """Adam (after global-norm clipping) with the parallel gradient transformation first."""
+# Members (seeds x sweep values) vmapped in one program from which the optimizer keeps one
+# array per parameter. Below it, one flat vector: a handful of kernels per step instead of
+# several per parameter array. With many members each kernel is already large, and the
+# copies into and out of the flat vector were 5-6% of a 64-seed CartPole program on CPU
+# (benchmarks/many_seeds.py measures both layouts).
+PER_ARRAY_MEMBERS = 16
+
+
+def optimizer(config: PPOConfig, parallel: Parallel, run: RunLength | None = None,
+              members: int = 1) -> optax.GradientTransformation:
+    """Adam (after global-norm clipping) with the parallel gradient transformation first;
+    on one flat vector unless ``members`` (``spec.num_seeds``) reaches
+    :data:`PER_ARRAY_MEMBERS`."""
     clip = [optax.clip_by_global_norm(config.max_grad_norm)] if config.max_grad_norm else []
-    # One flat vector: a handful of kernels per step instead of several per parameter array.
-    return parallel.optimizer(flattened(optax.chain(
-        *clip, optax.adam(learning_rate(config, run), eps=config.adam_eps))))
+    adam = optax.chain(*clip, optax.adam(learning_rate(config, run), eps=config.adam_eps))
+    return parallel.optimizer(adam if members >= PER_ARRAY_MEMBERS else flattened(adam))
 
 
 def example_obs(config: PPOConfig, spec: EnvSpec) -> Array:

@@ -148,7 +148,8 @@ def update(config: PPOConfig, spec: EnvSpec, parts: Parts, split: Split,
 def make_recurrent_ppo(config: PPOConfig, spec: EnvSpec, *, parallel: Parallel = ONE_DEVICE,
                        run: RunLength | None = None) -> Agent:
     """PPO-RNN (``config.memory`` set); :func:`rljax.agents.ppo.make_ppo` builds it."""
-    built = Parts(network(config, spec), heads.optimizer(config, parallel, run))
+    built = Parts(network(config, spec),
+                  heads.optimizer(config, parallel, run, spec.num_seeds))
     return Agent(
         init=functools.partial(init, config, spec, built),
         act=functools.partial(act, config, spec, built.net),

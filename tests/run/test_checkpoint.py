@@ -1,5 +1,6 @@
 """Checkpoints: bit-exact restore, resume, interruption, and every bad input."""
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -289,7 +290,7 @@ def test_sum_tree_saved_in_another_layout_is_rebuilt(tmp_path, seeds):
     from rljax.buffers import sum_tree
 
     run = from_preset("cartpole-dqn", total_steps=10_000, logdir=str(tmp_path),
-                      tensorboard=False, buffer_size=1_000, num_seeds=seeds)
+                      tensorboard=False, buffer_size=1_000, num_seeds=seeds, prioritized=True)
     _, _, trainer, _ = build(run)
     state = trainer.init(jax.random.key(0))
     is_tree = lambda x: isinstance(x, sum_tree.SumTreeState)
@@ -342,6 +343,13 @@ def test_flat_optimizer_moments_restore_per_parameter(tmp_path, monkeypatch, see
         old_named, _ = checkpoint._named_leaves(jax.device_get(old_state.agent.opt_state))
         old_next, _ = old_trainer.chunk(old_state)
     _, _, trainer, _ = build(run)
+    _assert_restores_per_parameter(tmp_path, trainer, old_named, old_next, seeds)
+
+
+def _assert_restores_per_parameter(tmp_path, trainer, old_named, old_next, seeds):
+    """The checkpoint in ``tmp_path`` (flat moments ``old_named``) restored into
+    ``trainer``'s per-parameter state: each moment on its parameter, the counts kept, and
+    the next chunk's parameters as the old program's (``old_next``)."""
     restored = checkpoint.restore(str(tmp_path), trainer.init(jax.random.key(1)))
     named, _ = checkpoint._named_leaves(jax.device_get(restored.agent.opt_state))
     flat = {k: v for k, v in old_named.items() if k.endswith((".mu", ".nu"))}
@@ -363,6 +371,33 @@ def test_flat_optimizer_moments_restore_per_parameter(tmp_path, monkeypatch, see
     jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6),
                  jax.tree.map(np.asarray, new_next.agent.params),
                  jax.tree.map(np.asarray, old_next.agent.params))
+
+
+def test_many_members_ppo_restores_its_flat_optimizer_per_parameter(tmp_path, monkeypatch):
+    """PPO keeps one array per parameter from ``PER_ARRAY_MEMBERS`` members (lowered to 2
+    here); a checkpoint those members saved with the flat vector restores into it."""
+    from rljax.agents import ppo_networks
+    from rljax.gradients import Flattened
+
+    config = from_preset("gymnax-cartpole-ppo").config
+    assert isinstance(ppo_networks.optimizer(config, ppo_networks.Parallel(), None, 15),
+                      Flattened)
+    assert not isinstance(ppo_networks.optimizer(config, ppo_networks.Parallel(), None, 16),
+                          Flattened)
+    run = from_preset("gymnax-cartpole-ppo", num_envs=4, total_steps=1_024, num_seeds=2,
+                      logdir=str(tmp_path), tensorboard=False)
+    # Chunks of one update: over more, a rounding-sized difference flips a sampled action.
+    run = dataclasses.replace(run, chunk_steps=4 * run.config.loop.rollout_len)
+    with monkeypatch.context() as m:
+        m.setattr(ppo_networks, "PER_ARRAY_MEMBERS", 10**9)
+        _, _, old_trainer, _ = build(run)
+        old_state, _ = old_trainer.chunk(old_trainer.init(jax.random.key(0)))
+        checkpoint.save(str(tmp_path), old_state, {"run": run.to_dict()})
+        old_named, _ = checkpoint._named_leaves(jax.device_get(old_state.agent.opt_state))
+        old_next, _ = old_trainer.chunk(old_state)
+    monkeypatch.setattr(ppo_networks, "PER_ARRAY_MEMBERS", 2)
+    _, _, trainer, _ = build(run)
+    _assert_restores_per_parameter(tmp_path, trainer, old_named, old_next, 2)
 
 
 def test_arrays_of_no_elements_are_saved_as_nothing_and_restored(tmp_path):
