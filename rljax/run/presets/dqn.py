@@ -25,7 +25,8 @@ PRESETS: list[Preset] = [
                          lr_factor=((0, 1.0), (3_125, 1.0), (9_375, 0.001))),
         total_steps=300_000,
         threshold=475.0,
-        key_params=_DQN_KEYS[:-1] + ("prioritized", "lr_factor", "n_step", "hidden_sizes", "learning_starts"),
+        key_params=_DQN_KEYS[:-1] + ("prioritized", "lr_factor", "n_step", "hidden_sizes",
+                                     "learning_starts"),
         notes="tuned for wall time: 8 envs x 4 steps, then 4 gradient steps of 64 (8 samples "
               "per env step), 3-step double dueling DQN with uniform replay (prioritized "
               "replay kept replaying the rare failures of a solved policy, and it fell back), "
