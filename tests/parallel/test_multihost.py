@@ -94,7 +94,7 @@ RUNS = [
     # init used to hang), a sweep across the processes (2 values x 4 seeds).
     ("members", dict(preset="cartpole-a2c", num_envs=4, num_seeds=4,
                      sweep=("actor_lr", (3e-4, 1e-3)), total_steps=400), 400),
-    ("dqn", dict(preset="cartpole-dqn", prioritized=True, total_steps=2_048), 1_024),
+    ("dqn", dict(preset="cartpole-dqn", total_steps=2_048), 1_024),
     # JAX-native envs: gymnax seeds sharded over the devices, and one PQN agent learning
     # data-parallel with its 32 envs split 8 per device (the env state is in the checkpoint).
     ("gymnax-seeds", dict(preset="gymnax-cartpole-ppo", num_seeds=4, total_steps=512), 512),

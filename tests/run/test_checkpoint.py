@@ -290,7 +290,7 @@ def test_sum_tree_saved_in_another_layout_is_rebuilt(tmp_path, seeds):
     from rljax.buffers import sum_tree
 
     run = from_preset("cartpole-dqn", total_steps=10_000, logdir=str(tmp_path),
-                      tensorboard=False, buffer_size=1_000, num_seeds=seeds, prioritized=True)
+                      tensorboard=False, buffer_size=1_000, num_seeds=seeds)
     _, _, trainer, _ = build(run)
     state = trainer.init(jax.random.key(0))
     is_tree = lambda x: isinstance(x, sum_tree.SumTreeState)

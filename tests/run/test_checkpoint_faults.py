@@ -99,7 +99,7 @@ def base(tmp_path_factory):
     logdir = tmp_path_factory.mktemp("base")
     run = dataclasses.replace(
         from_preset("cartpole-dqn", total_steps=3_072, logdir=str(logdir), tensorboard=False,
-                    buffer_size=2_048, learning_starts=256, prioritized=True),
+                    buffer_size=2_048, learning_starts=256),
         chunk_steps=1_024, checkpoint_every=1_024)
     result = train_run(run, progress=False)
     assert checkpoint_store.steps(os.path.join(result.run_dir, "checkpoint")) == [2_048, 3_072]
@@ -240,7 +240,7 @@ def test_cli_on_a_full_disk_prints_one_line(shim, tmp_path):
     # The run of the ``base`` fixture, so that its program comes from the session's cache.
     args = ["train", "cartpole-dqn", "--total-steps", "3072", "--checkpoint-every", "1024",
             "--chunk-steps", "1024", "--set", "buffer_size=2048", "--set", "learning_starts=256",
-            "--set", "prioritized=true", "--logdir", str(tmp_path), "--quiet", "--no-tensorboard"]
+            "--logdir", str(tmp_path), "--quiet", "--no-tensorboard"]
     out = subprocess.run([sys.executable, "-c", CLI_ON_FULL_DISK, *args], capture_output=True,
                          text=True, timeout=600, env=dict(os.environ, LD_PRELOAD=shim))
     assert out.returncode == 1, out.stderr[-2000:]

@@ -87,19 +87,17 @@ def test_a_sweep_names_a_record_field_canonically(sweep):
     assert RunConfig.from_dict(member).config == records.configure(run.config, alpha=0.7)
 
 
-@pytest.mark.parametrize("preset,sweep,name,changes", [
-    ("cartpole-dqn", "alpha=0.4,0.9", "replay.alpha", {"prioritized": True}),
-    ("cartpole-dqn", "learning_starts=256,512", "replay.learning_starts", {}),
-    ("reacher-td3", "loop.random_steps=0,1000", "loop.random_steps", {}),
+@pytest.mark.parametrize("preset,sweep,name", [
+    ("cartpole-dqn", "alpha=0.4,0.9", "replay.alpha"),
+    ("cartpole-dqn", "learning_starts=256,512", "replay.learning_starts"),
+    ("reacher-td3", "loop.random_steps=0,1000", "loop.random_steps"),
 ])
 def test_a_replay_field_read_as_a_python_value_is_refused_by_its_canonical_name(
-        preset, sweep, name, changes):
+        preset, sweep, name):
     """Replay and loop settings that are not shapes are still Python values inside the
-    program (the prioritized buffer checks alpha, the memory compares learning_starts, TD3
-    branches on random_steps): sweeping them is refused when the run is assembled, before
-    compiling."""
-    run = from_preset(preset, num_envs=4, total_steps=4_000, tensorboard=False, sweep=sweep,
-                      **changes)
+    program (the buffers check alpha, the memory compares learning_starts, TD3 branches on
+    random_steps): sweeping them is refused when the run is assembled, before compiling."""
+    run = from_preset(preset, num_envs=4, total_steps=4_000, tensorboard=False, sweep=sweep)
     assert run.sweep[0] == name
     with pytest.raises(SweepError, match=f"^--sweep {name}: this hyperparameter sets a shape "
                                          "or the structure of the program"):

@@ -23,7 +23,7 @@ from rljax.run.presets import from_preset
 
 def _small_dqn(logdir, **changes) -> RunConfig:
     run = from_preset("cartpole-dqn", total_steps=4_096, logdir=str(logdir), tensorboard=False,
-                      buffer_size=2_048, learning_starts=256, gamma=0.98, prioritized=True)
+                      buffer_size=2_048, learning_starts=256, gamma=0.98)
     return dataclasses.replace(run, chunk_steps=1_024, checkpoint_every=2_048, **changes)
 
 

@@ -24,8 +24,7 @@ HINT = ("the checkpoint of env step 2,048 is intact: use it with --from-checkpoi
 def dqn_dir(tmp_path_factory) -> str:
     """A DQN run with checkpoints at env steps 2,048 and 4,096 and a row every 1,024."""
     run = from_preset("cartpole-dqn", total_steps=4_096, tensorboard=False, buffer_size=2_048,
-                      learning_starts=256, prioritized=True,
-                      logdir=str(tmp_path_factory.mktemp("runs")))
+                      learning_starts=256, logdir=str(tmp_path_factory.mktemp("runs")))
     run = dataclasses.replace(run, chunk_steps=1_024, checkpoint_every=2_048)
     return train_run(run, progress=False).run_dir
 
