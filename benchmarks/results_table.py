@@ -44,7 +44,8 @@ CLEANRL = "CleanRL, Breakout-v5 10M"
 # docs/results.md, "Not run here").
 GPU_SIZED = "8 x 10M env steps is 1.6-9 h of this CPU per row; a GPU row"
 ATARI = "8 x 10M env steps is 7.5 h of this CPU's env-only stepping alone; a GPU row"
-# Noise-free policy, 10 seeds, Reacher-v1 (Fujimoto et al. 2018, Table 1).
+# Fujimoto et al. 2018, Table 1: the noise-free policy's best average return over 10 seeds
+# within 1M steps, on Reacher-v1.
 TD3_TABLE = "TD3 paper's table"
 
 
@@ -125,8 +126,8 @@ ROWS: list[Row] = [
     *_minatar("Freeway", "freeway", "58"),
     *_minatar("SpaceInvaders", "space-invaders", "131"),
     *_minatar("Seaquest", "breakout"),
-    # Three seeds, not 8: 8 x 1M off-policy env steps is 6-8 h of this CPU (SAC's 3 seeds
-    # stop at 300k for the same reason; docs/results.md, "Not run here").
+    # Three seeds, not 8: 8 x 1M env steps is 2.9 h (TD3) and 10 h (SAC) of this CPU, and
+    # SAC's 3 seeds stop at 300k for the same reason (docs/results.md, "Not run here").
     Row("Reacher SAC, 300k (3 seeds)", "Reacher-v5", "table/reacher-sac-300k",
         "rljax train reacher-sac --seeds 3 --total-steps 300000 --eval-every 20000",
         f"-4.4 (SAC at 1M, {TD3_TABLE})"),

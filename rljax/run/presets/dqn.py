@@ -17,7 +17,7 @@ PRESETS: list[Preset] = [
         config=DQNConfig(loop=OffPolicyLoop(num_envs=8, env_steps_per_update=4, grad_steps=4),
                          # Priorities flattened (alpha 0.3, not 0.6): once solved, the few
                          # failures left in the replay were replayed over and over, and the
-                         # policy fell back; uniform replay diverged on 2 of 16 seeds.
+                         # policy fell back; uniform replay diverged on 2 of 16 gymnax seeds.
                          replay=Replay(batch_size=64, buffer_size=50_000, learning_starts=1_000,
                                        n_step=3, prioritized=True, alpha=0.3,
                                        beta=((0, 0.4), (9_375, 1.0))),
