@@ -342,7 +342,26 @@ def override(base: RunConfig, **changes: Any) -> RunConfig:
             raise ValueError(f"{field} is both swept and set (sweep {field}=... and "
                              f"{named[field]}={agent[named[field]]}); the sweep sets it, "
                              f"so give one")
+    _check_priorities(new["config"], [*named, *new.get("sweep", ("",))[:1]])
     return dataclasses.replace(base, **new)
+
+
+# Replay fields that only prioritized replay reads.
+_PRIORITY_FIELDS = ("replay.alpha", "replay.beta", "replay.priority_eps",
+                    "replay.priority_max_clip", "replay.initial_priorities")
+
+
+def _check_priorities(config: Any, given: list[str]) -> None:
+    """Refuses a prioritized-replay field set or swept where replay is uniform (it would
+    change nothing: a sweep over it trains the same agent again and again)."""
+    replay = getattr(config, "replay", None)
+    if replay is None or replay.prioritized:
+        return
+    for name in given:
+        if name in _PRIORITY_FIELDS:
+            raise ValueError(f"{name} only acts with prioritized replay, and this run's "
+                             f"replay is uniform (replay.prioritized=False); set "
+                             f"prioritized=true as well, or leave {name.split('.')[-1]} out")
 
 
 def _coerce_sweep(config_cls: type, name: str, values: Any) -> tuple[str, tuple[float, ...]]:

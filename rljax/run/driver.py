@@ -202,6 +202,7 @@ class _Host:
             self._add_evaluation(state, per_seed, env_steps)
         row = per_seed[0] if n == 1 else rundir.aggregate(per_seed, base)
         self.prev_episodes = [r["episodes"] for r in per_seed]
+        self.chunk_s = (now - self.period_start) / len(self.pending)  # for a stop's message
         self.pending, self.period_start = [], now
         self.rows.append(row)
         self.sinks.write(row)
@@ -254,8 +255,7 @@ def train_run(run: RunConfig, *, run_dir: str | None = None, progress: bool = Tr
             reading the run's settings (a pool of another size is then reported with the
             option's advice).
         signals: the SIGINT/SIGTERM handler to use, already entered (the command line
-            enters one before anything else; see :mod:`rljax.run.stopping`); default: one
-            of its own while the run lasts.
+            enters one first; see :mod:`rljax.run.stopping`); default: its own.
 
     Raises:
         TrainingInterrupted: SIGINT/SIGTERM arrived; a checkpoint was saved first.
@@ -331,7 +331,7 @@ def _start_and_train(run: RunConfig, run_dir: str | None, resume_from: tuple, wr
     host.started, host.finite = started, finite
     host.setup_s = host.train_start - started - phases.clock.seconds  # not compiling
     multihost.on_lost(shared_dir, lambda: stopping.newest_step(shared_dir))  # its line's end
-    stop.phase = None
+    stop.phase, stop.one_process = None, jax.process_count() == 1  # training
     state, summary = _train(run, shared_dir, host, chunk, state, phases.clock, writer, stop)
     return RunResult(run_dir if writer else None, state, summary, host.rows, agent, env.spec)
 
@@ -363,7 +363,7 @@ def _train(run: RunConfig, run_dir: str, host: _Host, chunk: Any, state: LoopSta
             if not host.due(last, signal is not None):
                 continue
             env_steps = host.log(state, last)
-            host.train_end = time.perf_counter()
+            host.train_end, stop.chunk_s = time.perf_counter(), host.chunk_s
             # The checkpoint follows the row, so a saved state is always logged.
             if last or signal or (i + 1) % host.save_every == 0:
                 with stop.saving():

@@ -7,11 +7,13 @@ compile or an XLA call:
   (:class:`rljax.run.driver.TrainingInterrupted`);
 * during start-up (building, initializing, compiling), the first signal says it was heard
   and stops once the phase ends, before training begins (:class:`Stopped`);
-* a second signal stops at once: during the command line's start-up the process exits
-  with status 130 from the signal handler, after one line saying what is left (nothing
-  is running that could be saved), or, while the main thread is inside a long call that
-  runs no Python (an XLA compile, a C++ build), from a thread that the signal wakes
-  (:func:`signal.set_wakeup_fd`); otherwise KeyboardInterrupt is raised, which
+* a second signal stops at once: on the command line the process exits with status 130,
+  after one line saying what is left (during start-up nothing is running that could be
+  saved; during training the last complete checkpoint is kept and the chunk in progress
+  is dropped), from the signal handler or, while the main thread is inside a long call
+  that runs no Python (an XLA compile or a training chunk), from a thread that the signal
+  wakes (:func:`signal.set_wakeup_fd`); a checkpoint being written is finished first.
+  Otherwise (the Python API, or several processes) KeyboardInterrupt is raised, which
   :func:`rljax.run.driver.train_run` turns into :class:`Stopped` once the summary is
   written.
 
@@ -91,6 +93,10 @@ class StopSignals:
         phase: the start-up phase running now ("compiling", ...), None once training runs.
         run_dir, created: the run directory and whether this run created it, for a stop
             at once.
+        chunk_s: seconds a training chunk took lately (None: not timed yet), for the
+            stop message.
+        one_process: whether a second signal during training may stop this process at
+            once (False where other processes train with it, so they stop alike).
     """
 
     def __init__(self, hard: bool = False):
@@ -99,8 +105,11 @@ class StopSignals:
         self.phase: str | None = "preparing the run"
         self.run_dir: str | None = None
         self.created = False
+        self.chunk_s: float | None = None
+        self.one_process = True
         self._previous: dict = {}
-        self._saving = False
+        self._saving = 0  # depth of saving() contexts
+        self._raised = False
         self._deferred = False
         self._leaving = threading.RLock()
         self._told = False
@@ -138,16 +147,32 @@ class StopSignals:
             time.sleep(0.5)  # the main thread's handler goes first where it can run
             if count == 1 and self.received is None:
                 self._say_stopping()
-            elif count >= 2 and self.phase is not None and not self._saving:
+            elif count >= 2 and self._may_stop_at_once() and not self._raised:
                 self._stop_at_once()
+            elif count >= 2 and self._saving:  # two signals inside a C call are one there
+                self._deferred = True
+
+    def _may_stop_at_once(self) -> bool:
+        return not self._saving and (self.phase is not None or self.one_process)
 
     def _say_stopping(self) -> None:
         with self._leaving:
-            if self.phase is not None and not self._told:
-                self._told = True
-                sys.stderr.write(f"\nrljax: stopping once {self.phase} ends, before "
-                                 "training begins (press Ctrl-C again to stop at once)\n")
-                sys.stderr.flush()
+            if self._told or not (self.hard or self.phase is not None):
+                return
+            self._told = True
+            if self.phase is not None:
+                line = (f"stopping once {self.phase} ends, before training begins (press "
+                        "Ctrl-C again to stop at once)")
+            else:
+                took = ("" if self.chunk_s is None else
+                        f"; chunks take {self.chunk_s:.{0 if self.chunk_s >= 10 else 1}f} s")
+                step = None if self.run_dir is None else newest_step(self.run_dir)
+                kept = ("nothing saved yet" if step is None
+                        else f"keeping the checkpoint of env step {step:,}")
+                line = (f"stopping when the chunk in progress ends, after a checkpoint{took} "
+                        f"(press Ctrl-C again to stop at once, {kept})")
+            sys.stderr.write(f"\nrljax: {line}\n")
+            sys.stderr.flush()
 
     def _stop_at_once(self) -> None:
         """The command line's stop during start-up: one line, exit status 130."""
@@ -169,18 +194,19 @@ class StopSignals:
             return
         if self.hard and self.phase is not None:  # the command line, during start-up
             self._stop_at_once()
+        self._raised = True  # the watchdog leaves the stop to this exception
         raise KeyboardInterrupt
 
     @contextlib.contextmanager
     def saving(self):
         """A checkpoint save that a second signal does not cut short: the signal takes
         effect (KeyboardInterrupt, stop at once) as soon as the save is complete."""
-        self._saving = True
+        self._saving += 1
         try:
             yield
         finally:
-            self._saving = False
-        if self._deferred:
+            self._saving -= 1
+        if self._deferred and not self._saving:
             self._deferred = False
             raise KeyboardInterrupt
 

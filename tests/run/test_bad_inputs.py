@@ -400,6 +400,10 @@ def test_command_line_mistakes(capsys, logdir, args, message):
      "--sweep given 2 times"),
     (["cartpole-a2c", "--sweep", "actor_lr=1e-4,1e-3", "--set", "actor_lr=5e-4"],
      "actor_lr is both swept and set"),
+    (["cartpole-dqn", "--set", "prioritized=false", "--sweep", "alpha=0.3,0.6"],
+     "replay.alpha only acts with prioritized replay, and this run's replay is uniform"),
+    (["cartpole-dqn", "--set", "prioritized=false", "--set", "beta=0:0.4,100:1"],
+     "replay.beta only acts with prioritized replay"),
 ])
 def test_values_that_would_train_nothing_are_refused(capsys, logdir, args, message):
     _cli_refuses(capsys, logdir, args, message)

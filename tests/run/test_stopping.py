@@ -97,3 +97,54 @@ def test_a_second_sigint_stops_at_once_inside_a_long_call(tmp_path):
     assert time.perf_counter() - start < 10, err
     assert err.count("stopped at once; nothing was saved") == 1, err
     assert "stopping once building envs and agent ends" in err, err
+
+
+_TRAINING = """
+import contextlib, hashlib, os, sys
+from rljax.run.stopping import StopSignals
+
+run_dir, saving = sys.argv[1], sys.argv[2] == "saving"
+os.makedirs(os.path.join(run_dir, "checkpoint", "2000"))
+with StopSignals(hard=True) as stop:
+    stop.phase, stop.run_dir, stop.chunk_s = None, run_dir, 42.0  # training, as the driver sets
+    print("ready", flush=True)
+    try:
+        # A chunk (or, with "saving", a checkpoint being written) that runs no Python.
+        with stop.saving() if saving else contextlib.nullcontext():
+            hashlib.pbkdf2_hmac("sha256", b"x", b"y", 20_000_000)
+            print("the call ended", flush=True)
+    except KeyboardInterrupt:
+        print("interrupted after the call", flush=True)
+"""
+
+
+@pytest.mark.parametrize("saving", [False, True])
+def test_a_second_signal_during_a_chunk_stops_at_once_but_never_inside_a_save(tmp_path,
+                                                                            saving):
+    """A chunk can take minutes: the first signal says so, the second stops at once and
+    keeps the last complete checkpoint, unless a checkpoint is being written: that ends
+    first."""
+    run_dir = str(tmp_path / "run")
+    proc = subprocess.Popen([sys.executable, "-c", _TRAINING, run_dir,
+                             "saving" if saving else "chunk"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(0.8)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert ("stopping when the chunk in progress ends, after a checkpoint; chunks take 42 s "
+            "(press Ctrl-C again to stop at once, keeping the checkpoint of env step 2,000)"
+            in err), err
+    if saving:
+        assert proc.returncode == 0, err
+        assert out.split("\n")[:2] == ["the call ended", "interrupted after the call"], out
+    else:
+        assert proc.returncode == 130 and "the call ended" not in out, (out, err)
+        assert (f"stopped at once; the checkpoint of env step 2,000 and the metrics up to it "
+                f"are in {run_dir}\nrljax: resume with: rljax train --resume {run_dir}\n"
+                in err), err
