@@ -67,6 +67,17 @@ def compiled_chunk(run, tracing: Callable[[], contextlib.AbstractContextManager]
             "steps": trainer.steps_per_chunk}
 
 
+def chunk_call(run) -> tuple[Callable[[], object], int]:
+    """A run's :func:`compiled_chunk` as a call that carries its state on, and the env steps
+    one call makes over all members."""
+    program = compiled_chunk(run)
+
+    def call():
+        program["state"], _ = program["chunk"](program["state"])
+        return program["state"]
+    return call, run.num_members * program["steps"]
+
+
 def chunk_seconds(programs: dict[str, dict], rounds: int) -> dict[str, list[float]]:
     """Seconds per call of each :func:`compiled_chunk`, ``rounds`` calls each, interleaved,
     every program carrying its own state on."""

@@ -6,9 +6,11 @@ process each, since the pool is sized once per process): rljax and the reference
 at ``--seeds`` members, each a compiled chunk of the same updates per member, and the
 large-GEMM rate (2048^3 float32 matmul) and the rate of the update's hidden-layer matmul
 shape ([128 x 64] @ [64 x 64]) for one member and batched over the members, in the same
-process, in interleaved rounds. rljax at ``--seeds`` members also runs with its optimizer on
-one flat vector (the layout below ``rljax.agents.ppo_networks.PER_ARRAY_MEMBERS``), the A/B
-of that choice.
+process, in interleaved rounds. rljax at ``--seeds`` members runs as ``rljax train --seeds
+N`` runs it, its members split over one host CPU device per core (``cpu_devices``; each
+worker asks JAX for them), and also on one device, with its per-array optimizer and with
+the flat vector (the layout below ``rljax.agents.ppo_networks.PER_ARRAY_MEMBERS``): the
+A/Bs of those two choices. The reference runs on one device, as PureJaxRL vmaps seeds.
 
     python -m benchmarks.many_seeds [--seeds 64] [--threads 1,0] [--rounds 5]
 
@@ -27,37 +29,29 @@ import subprocess
 import sys
 from collections.abc import Callable
 
-from benchmarks.common import median, timed_wall_cpu, write_results
+from benchmarks.common import chunk_call, median, timed_wall_cpu, write_results
 
 PRESET = "gymnax-cartpole-ppo"
 
 
-def _rljax(count: int, updates: int, flat: bool = False):
-    """rljax's chunk at ``count`` members; ``flat``: its optimizer on one flat vector
-    whatever the count (the layout below ``PER_ARRAY_MEMBERS``)."""
-    import jax
-
+def _rljax(count: int, updates: int, flat: bool = False, one_device: bool = False):
+    """rljax's chunk at ``count`` members, as ``rljax train --seeds count`` runs it (many
+    members split over one host CPU device per core, ``cpu_devices``); ``flat``: its
+    optimizer on one flat vector whatever the count (the layout below
+    ``PER_ARRAY_MEMBERS``); ``one_device``: all members on one device."""
     from rljax.agents import ppo_networks
-    from rljax.run.build import build
     from rljax.run.presets import from_preset
 
-    run = from_preset(PRESET, num_seeds=count, cpu_threads=0)
+    run = from_preset(PRESET, num_seeds=count, cpu_threads=0,
+                      **({"cpu_devices": 1} if one_device else {}))
     steps = updates * run.config.loop.num_envs * run.config.loop.rollout_len
     run = dataclasses.replace(run, chunk_steps=steps, total_steps=steps * 1000)
     bound = ppo_networks.PER_ARRAY_MEMBERS
     ppo_networks.PER_ARRAY_MEMBERS = 10**9 if flat else bound
     try:
-        _, _, trainer, _ = build(run)
+        return chunk_call(run)  # built, compiled and warmed up
     finally:
         ppo_networks.PER_ARRAY_MEMBERS = bound
-    box = {"state": trainer.init(jax.random.key(0))}
-    chunk = trainer.chunk.lower(box["state"]).compile()
-
-    def call():
-        box["state"], _ = chunk(box["state"])
-        return box["state"]
-    call()  # warm up
-    return call, count * trainer.steps_per_chunk
 
 
 def _reference(count: int, updates: int):
@@ -104,16 +98,18 @@ def dot_rate(members: int, rows: int = 128, width: int = 64, reps: int = 200) ->
 
 
 def worker(threads: int, seeds: int, rounds: int, updates: int) -> dict:
-    from rljax.cpu_threads import pool_size, set_cpu_threads
+    from rljax.cpu_threads import available_cpus, pool_size, set_cpu_devices, set_cpu_threads
 
     set_cpu_threads(threads)  # before JAX starts its CPU client
+    set_cpu_devices(available_cpus())  # for the members' split (cpu_devices)
     from benchmarks import profiling
 
     programs = {}
     for count in (1, seeds):
         programs[f"rljax_{count}"] = _rljax(count, updates)
         programs[f"reference_{count}"] = _reference(count, updates)
-    programs[f"rljax_{seeds}_flat"] = _rljax(seeds, updates, flat=True)
+    programs[f"rljax_{seeds}_one_device"] = _rljax(seeds, updates, one_device=True)
+    programs[f"rljax_{seeds}_flat"] = _rljax(seeds, updates, flat=True, one_device=True)
     gemm_rate = profiling.gemm_rate(2048)
     dots = {"dot_1": dot_rate(0), f"dot_{seeds}": dot_rate(seeds)}
     dot_samples = {k: [] for k in dots}
@@ -141,7 +137,11 @@ def worker(threads: int, seeds: int, rounds: int, updates: int) -> dict:
             "reference_many_over_one": ratio(f"reference_{seeds}", "reference_1"),
             "rljax_over_reference_many": ratio(f"rljax_{seeds}", f"reference_{seeds}"),
             "rljax_over_reference_one": ratio("rljax_1", "reference_1"),
-            "rljax_many_over_flat_optimizer": ratio(f"rljax_{seeds}", f"rljax_{seeds}_flat"),
+            "rljax_one_device_over_reference_many": ratio(f"rljax_{seeds}_one_device",
+                                                          f"reference_{seeds}"),
+            "rljax_many_over_one_device": ratio(f"rljax_{seeds}", f"rljax_{seeds}_one_device"),
+            "rljax_many_over_flat_optimizer": ratio(f"rljax_{seeds}_one_device",
+                                                    f"rljax_{seeds}_flat"),
             "gemm_2048_gflops": median(gemm), "rounds": sps,
             "dot_128x64x64_gflops": {k: median(v) for k, v in dot_samples.items()},
             "load_before": load_before, "load_after": os.getloadavg()}
@@ -175,8 +175,11 @@ def main() -> None:
             f" env steps/s; {args.seeds} / 1 seed: rljax {r['rljax_many_over_one']:.2f}, "
             f"reference {r['reference_many_over_one']:.2f}; rljax / reference at "
             f"{args.seeds}: {r['rljax_over_reference_many']:.2f}, at 1: "
-            f"{r['rljax_over_reference_one']:.2f}; rljax at {args.seeds} over its flat "
-            f"optimizer: {r['rljax_many_over_flat_optimizer']:.2f}; GFLOP/s: GEMM 2048^3 "
+            f"{r['rljax_over_reference_one']:.2f}; rljax on one device / reference at "
+            f"{args.seeds}: {r['rljax_one_device_over_reference_many']:.2f}; rljax at "
+            f"{args.seeds} over one device: {r['rljax_many_over_one_device']:.2f}, one device "
+            f"over its flat optimizer: {r['rljax_many_over_flat_optimizer']:.2f}; GFLOP/s: "
+            f"GEMM 2048^3 "
             f"{r['gemm_2048_gflops']:.0f}, [128x64]@[64x64] one / {args.seeds} members " +
             " / ".join(f"{v:.0f}" for v in r["dot_128x64x64_gflops"].values()) + "; "
             f"load {r['load_before'][0]:.1f} -> {r['load_after'][0]:.1f}")

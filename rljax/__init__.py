@@ -31,6 +31,7 @@ _LAZY = {
     "from_preset": ("rljax.run.presets", "from_preset"),
     "initialize_distributed": ("rljax.parallel.multihost", "initialize"),
     "set_cpu_threads": ("rljax.cpu_threads", "set_cpu_threads"),
+    "set_cpu_devices": ("rljax.cpu_threads", "set_cpu_devices"),
 }
 
 __all__ = ["__version__", *_LAZY]

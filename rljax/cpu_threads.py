@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import warnings
 
 from rljax import validate
@@ -119,3 +120,41 @@ def _wrap_cpu_factory(xla_bridge) -> bool:
     sized_cpu_client._rljax_sized = True
     registrations["cpu"] = dataclasses.replace(registration, factory=sized_cpu_client)
     return True
+
+
+def set_cpu_devices(n: int) -> bool:
+    """Asks JAX for at least ``n`` host CPU devices (``jax_num_cpu_devices``), over which a
+    run splits its members (the run setting ``cpu_devices``); the CPU backend makes them
+    when it starts, so this applies before the process's first JAX computation only.
+
+    Returns True when JAX has (or will have) ``n`` CPU devices or more; False, with a
+    warning, when its CPU backend already runs with fewer. ``XLA_FLAGS``'
+    ``--xla_force_host_platform_device_count``, when set, is left as it is.
+
+    Raises:
+        ValueError: ``n`` is not an integer >= 1.
+    """
+    validate.integer("cpu_devices", n, low=1)
+    if n == 1:
+        return True
+    import jax
+    from jax._src import xla_bridge
+
+    forced = re.search(r"--xla_force_host_platform_device_count=(\d+)",
+                       os.environ.get("XLA_FLAGS", ""))
+    if xla_bridge.backends_are_initialized():
+        have, why = len(jax.devices("cpu")), ("JAX's CPU backend already runs with {have} "
+                                              "device(s), made once per process when it starts")
+    elif forced is not None:
+        have, why = int(forced.group(1)), ("XLA_FLAGS sets "
+                                           "--xla_force_host_platform_device_count={have}")
+    else:
+        if n > max(1, jax.config.jax_num_cpu_devices):
+            jax.config.update("jax_num_cpu_devices", n)
+        return True
+    if have >= n:
+        return True
+    warnings.warn(f"cpu_devices={n} not applied: {why.format(have=have)}, so the members stay "
+                  f"on one device; ask before the process's first JAX computation "
+                  f"(rljax.set_cpu_devices({n}), or rljax train)", RuntimeWarning, stacklevel=2)
+    return False

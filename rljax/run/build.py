@@ -56,6 +56,12 @@ def build(run: RunConfig) -> tuple[envs.Env, Any, Trainer, int]:
         if len(members) == 1:
             return _build_data_parallel(run, algo, available[:run.devices])
         mesh = devices.device_mesh(available[:run.devices])
+    elif run.cpu_devices > 1 and jax.default_backend() == "cpu":
+        # Members over host devices, one per core (cpu_threads.set_cpu_devices made them;
+        # where JAX started with fewer, it warned and the members stay on one device).
+        cpus = jax.devices("cpu")
+        if len(cpus) >= run.cpu_devices:
+            mesh = devices.device_mesh(cpus[:run.cpu_devices])
     several = len(members) > 1 or mesh is not None
     env = make_env(run.env_id, run.config.loop.num_envs, run.seed, run.env_options,
                    members=[s for s, _ in members] if several else None, mesh=mesh)

@@ -189,35 +189,44 @@ def report_command(args: argparse.Namespace) -> int:
 
 
 def early_cpu_threads(args: argparse.Namespace) -> None:
-    """Sizes XLA's CPU thread pool for the run before reading its settings starts JAX
-    (an env given with ``--env``, a checkpoint's manifest): ``--cpu-threads``, else the
-    preset's (for the members asked for), else the run directory's (``--resume``), so a
-    resumed run gets the pool it started with. A value that cannot be read here is left
-    to the run's own checks."""
+    """Sizes XLA's CPU thread pool and asks for the run's host CPU devices before reading
+    its settings starts JAX (an env given with ``--env``, a checkpoint's manifest):
+    ``--cpu-threads`` / ``--cpu-devices``, else the preset's (for the members asked for),
+    else the run directory's (``--resume``), so a resumed run gets the pool and devices it
+    started with. A value that cannot be read here is left to the run's own checks."""
     import json
     import os
 
     from rljax import cpu_threads
 
-    value = None
+    def given(name: str):
+        value = getattr(args, name, None)
+        return value[-1] if isinstance(value, list) else value
+
+    values: dict = {}
     try:
-        if args.cpu_threads is not None:
-            value = int(args.cpu_threads[-1] if isinstance(args.cpu_threads, list)
-                        else args.cpu_threads)
-        elif args.preset is not None:
+        if args.preset is not None:
             from rljax.run.presets import from_preset
 
-            members = {k: getattr(args, k) for k in ("num_seeds", "sweep")}
-            members = {k: v[-1] if isinstance(v, list) else v for k, v in members.items()
-                       if v is not None}
-            value = from_preset(args.preset, **members).cpu_threads
+            members = {k: given(k) for k in ("num_seeds", "sweep", "cpu_threads",
+                                             "cpu_devices", "devices")}
+            run = from_preset(args.preset, **{k: v for k, v in members.items()
+                                              if v is not None})
+            values = {"cpu_threads": run.cpu_threads, "cpu_devices": run.cpu_devices}
         elif args.resume is not None:
             with open(os.path.join(args.resume, "config.json")) as f:
-                value = json.load(f)["cpu_threads"]
+                saved = json.load(f)
+            values = {k: saved.get(k, 1 if k == "cpu_devices" else 0)
+                      for k in ("cpu_threads", "cpu_devices")}
+        for k in ("cpu_threads", "cpu_devices"):
+            if given(k) is not None:
+                values[k] = int(given(k))
     except Exception:  # noqa: BLE001 - the run's own checks say what is wrong
         return
-    if isinstance(value, int) and value >= 0:
-        cpu_threads.set_cpu_threads(value)
+    if isinstance(values.get("cpu_threads"), int) and values["cpu_threads"] >= 0:
+        cpu_threads.set_cpu_threads(values["cpu_threads"])
+    if isinstance(values.get("cpu_devices"), int) and values["cpu_devices"] >= 1:
+        cpu_threads.set_cpu_devices(values["cpu_devices"])
 
 
 def stopped_before(command: str) -> str:

@@ -64,6 +64,11 @@ class RunConfig:
             on, JAX's default); set before JAX starts its backends
             (:func:`rljax.cpu_threads.set_cpu_threads`), so it applies to the first run of
             a process only.
+        cpu_devices: on a CPU, the host devices the members (seeds x sweep values) are
+            split over in one program, one per core (:mod:`rljax.parallel.devices`); JAX is
+            asked for them before it starts its backends
+            (:func:`rljax.cpu_threads.set_cpu_devices`). Ignored where the run is on an
+            accelerator.
     """
 
     algo: str
@@ -118,6 +123,9 @@ class RunConfig:
     cpu_threads: int = setting(0, help="threads of XLA's CPU thread pool (0: one per CPU; "
                                "default: the preset's): 1 is faster for small networks on a "
                                "CPU", metavar="N", low=0, resumable=True, learning=False)
+    cpu_devices: int = setting(1, help="on a CPU, split the seeds (x sweep values) over N host "
+                               "devices in one program, one per core (default: the preset's; "
+                               "1: one device)", metavar="N", low=1, high=4096, learning=False)
 
     def __post_init__(self):
         if not isinstance(self.env_id, str):  # an env object, adapted once
@@ -151,6 +159,10 @@ class RunConfig:
             raise ValueError(f"{self.num_members} members (seeds x sweep values) cannot be "
                              f"split evenly over {self.devices} devices; use a multiple of "
                              f"{self.devices}")
+        if self.cpu_devices > 1 and (self.devices > 1 or self.num_members % self.cpu_devices):
+            raise ValueError(f"cpu_devices={self.cpu_devices} splits the members over host CPU "
+                             f"devices: it needs devices=1 (got {self.devices}) and a member "
+                             f"count that divides evenly (got {self.num_members})")
         if self.num_members > 4096:
             raise ValueError(f"a run holds at most 4096 members, got {self.num_members} "
                              f"({self.num_seeds} seeds x {len(self.sweep[1])} sweep values)")

@@ -268,9 +268,9 @@ def train_run(run: RunConfig, *, run_dir: str | None = None, progress: bool = Tr
     """
     start = started = time.perf_counter() if started is None else started
     with warnings.catch_warnings(record=True) as unapplied:  # said after the refusals
-        warnings.simplefilter("always")
-        # before anything starts JAX's backends
+        warnings.simplefilter("always")  # (below: before anything starts JAX's backends)
         cpu_threads.set_cpu_threads(run.cpu_threads, command_line=command_line)
+        cpu_threads.set_cpu_devices(run.cpu_devices)
     # Across processes the first one writes the run directory; all take part in the
     # collectives that fetch the state (multihost.fetch) and write their own shards of
     # each checkpoint into the first one's run directory.

@@ -110,7 +110,7 @@ def test_resumable_and_not_learning_sets():
     assert set(NOT_LEARNING) == {"seed", "num_seeds", "logdir", "tensorboard",
                                  "wandb_project", "eval_every", "eval_episodes",
                                  "checkpoint_every", "keep_checkpoints", "cpu_threads",
-                                 "threshold"}
+                                 "cpu_devices", "threshold"}
 
 
 def test_set_of_a_run_setting_names_its_option():
