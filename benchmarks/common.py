@@ -57,14 +57,16 @@ def interleaved(measure: dict[str, Callable[[], float]], rounds: int) -> dict[st
 def compiled_chunk(run, tracing: Callable[[], contextlib.AbstractContextManager] =
                    contextlib.nullcontext) -> dict:
     """A run's training chunk built, compiled with ``tracing()`` active while it is traced,
-    and called once to warm up: ``{"chunk", "state", "steps"}`` for :func:`chunk_seconds`."""
-    _, _, trainer, _ = build(run)
+    and called once to warm up: ``{"chunk", "state", "steps"}`` for :func:`chunk_seconds`
+    (and ``"env"``: an envpool pool lives as long as its env object, which the chunk steps
+    through a handle)."""
+    env, _, trainer, _ = build(run)
     state = trainer.init(jax.random.key(0))
     with tracing():
         chunk = trainer.chunk.lower(state).compile()
     state, _ = chunk(state)
     return {"chunk": chunk, "state": jax.block_until_ready(state),
-            "steps": trainer.steps_per_chunk}
+            "steps": trainer.steps_per_chunk, "env": env}
 
 
 def chunk_call(run) -> tuple[Callable[[], object], int]:
