@@ -48,8 +48,10 @@ def worker(threads: int, devices: int, jobs: list[tuple[str, int]], rounds: int)
     set_cpu_devices(devices)
     out = []
     for preset, seeds in jobs:
-        programs = {"one_device": _program(preset, seeds, 1),
-                    "split": _program(preset, seeds, devices)}
+        split = max(d for d in range(1, devices + 1) if seeds % d == 0)
+        programs = {"one_device": _program(preset, seeds, 1)}
+        programs["split"] = _program(preset, seeds, split) if split > 1 else programs[
+            "one_device"]  # one seed: nothing to split
         load = os.getloadavg()[0]
         sps = {k: [] for k in programs}
         busy = {k: [] for k in programs}
@@ -59,7 +61,7 @@ def worker(threads: int, devices: int, jobs: list[tuple[str, int]], rounds: int)
                 sps[name].append(steps / wall)
                 busy[name].append(cpu / wall)
         out.append({"preset": preset, "seeds": seeds, "pool_threads": pool_size(threads),
-                    "devices": devices, "total_sps": {k: median(v) for k, v in sps.items()},
+                    "devices": split, "total_sps": {k: median(v) for k, v in sps.items()},
                     "cores_busy": {k: median(v) for k, v in busy.items()},
                     "split_over_one_device": median([a / b for a, b in zip(
                         sps["split"], sps["one_device"], strict=True)]),

@@ -159,10 +159,13 @@ class RunConfig:
             raise ValueError(f"{self.num_members} members (seeds x sweep values) cannot be "
                              f"split evenly over {self.devices} devices; use a multiple of "
                              f"{self.devices}")
-        if self.cpu_devices > 1 and (self.devices > 1 or self.num_members % self.cpu_devices):
-            raise ValueError(f"cpu_devices={self.cpu_devices} splits the members over host CPU "
-                             f"devices: it needs devices=1 (got {self.devices}) and a member "
-                             f"count that divides evenly (got {self.num_members})")
+        if self.cpu_devices > 1 and self.devices > 1:
+            raise ValueError(f"cpu_devices={self.cpu_devices} and devices={self.devices} both "
+                             f"split the members over devices; give one of them")
+        if self.cpu_devices > 1 and self.num_members % self.cpu_devices:
+            raise ValueError(f"{self.num_members} members (seeds x sweep values) cannot be "
+                             f"split evenly over cpu_devices={self.cpu_devices} host CPU "
+                             f"devices; use a multiple of {self.cpu_devices}, or cpu_devices=1")
         if self.num_members > 4096:
             raise ValueError(f"a run holds at most 4096 members, got {self.num_members} "
                              f"({self.num_seeds} seeds x {len(self.sweep[1])} sweep values)")

@@ -84,11 +84,12 @@ def test_a_many_member_preset_splits_its_members_over_the_cores(monkeypatch, cor
 
 def test_cpu_devices_that_cannot_split_the_members_are_refused():
     base = from_preset("gymnax-cartpole-ppo")
-    with pytest.raises(ValueError, match="cpu_devices=2 splits the members over host CPU "
-                                         "devices: it needs devices=1 .* and a member count "
-                                         "that divides evenly \\(got 3\\)"):
+    with pytest.raises(ValueError, match="3 members \\(seeds x sweep values\\) cannot be split "
+                                         "evenly over cpu_devices=2 host CPU devices; use a "
+                                         "multiple of 2, or cpu_devices=1"):
         override(base, num_seeds="3", cpu_devices="2")
-    with pytest.raises(ValueError, match="it needs devices=1 \\(got 2\\)"):
+    with pytest.raises(ValueError, match="cpu_devices=2 and devices=2 both split the members "
+                                         "over devices; give one of them"):
         override(base, num_seeds="4", cpu_devices="2", devices="2")
 
 

@@ -78,18 +78,21 @@ PRESETS += [
         name="cartpole-rainbow",
         env_id="CartPole-v1",
         config=DQNConfig(loop=OffPolicyLoop(num_envs=8, env_steps_per_update=4, grad_steps=4),
+                         # cartpole-dqn's priorities and rate decay: with alpha 0.5 and a
+                         # constant rate 3 of 8 seeds fell back within the budget.
                          replay=Replay(batch_size=64, buffer_size=50_000, learning_starts=1_000,
-                                       n_step=3, prioritized=True, alpha=0.5,
+                                       n_step=3, prioritized=True, alpha=0.3,
                                        beta=((0, 0.4), (9_375, 1.0))),
                          hidden_sizes=(128, 128), lr=5e-4, max_grad_norm=10.0, target_period=50,
                          num_atoms=51, v_min=0.0, v_max=100.0, noisy=True, noisy_sigma0=0.5,
-                         adam_eps=1.5e-4),
+                         adam_eps=1.5e-4, lr_factor=((0, 1.0), (3_125, 1.0), (9_375, 0.001))),
         total_steps=300_000,
         threshold=475.0,
-        key_params=_RAINBOW_KEYS,
+        key_params=_RAINBOW_KEYS + ("lr_factor",),
         notes="cartpole-dqn's loop with Rainbow's parts: 51 atoms on [0, 100], NoisyNet "
-              "(sigma0 0.5) instead of epsilon, PER alpha 0.5, 3-step double dueling "
-              "targets; 3 of 3 seeds solved at 136k-233k env steps",
+              "(sigma0 0.5) instead of epsilon, PER alpha 0.3, 3-step double dueling "
+              "targets, the rate held for 100k env steps and decayed to a thousandth by "
+              "300k; 8 of 8 seeds solved at 128k-192k env steps, 7 of 8 stay solved at 5x",
     ),
     _preset(
         name="breakout-rainbow",
