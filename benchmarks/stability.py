@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
 
         try:  # a bad field or value: one line before anything compiles
             for preset in args.presets:
-                from_preset(preset, **overrides)
+                from_preset(preset, num_seeds=args.seeds, **overrides)
         except ValueError as e:
             parser.error(str(e))
         logdir = args.logdir or tempfile.mkdtemp(prefix="rljax-stability-")
