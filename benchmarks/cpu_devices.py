@@ -42,13 +42,13 @@ def _program(preset: str, seeds: int, split: int):
 
 
 def worker(threads: int, devices: int, jobs: list[tuple[str, int]], rounds: int) -> list[dict]:
-    from rljax.cpu_threads import pool_size, set_cpu_devices, set_cpu_threads
+    from rljax.cpu_threads import member_split, pool_size, set_cpu_devices, set_cpu_threads
 
     set_cpu_threads(threads)  # before JAX starts its CPU client
     set_cpu_devices(devices)
     out = []
     for preset, seeds in jobs:
-        split = max(d for d in range(1, devices + 1) if seeds % d == 0)
+        split = member_split(seeds, devices)
         programs = {"one_device": _program(preset, seeds, 1)}
         programs["split"] = _program(preset, seeds, split) if split > 1 else programs[
             "one_device"]  # one seed: nothing to split

@@ -122,6 +122,13 @@ def _wrap_cpu_factory(xla_bridge) -> bool:
     return True
 
 
+def member_split(members: int, cores: int | None = None) -> int:
+    """The host CPU devices to split ``members`` over: the most of ``cores`` (default: the
+    CPUs this process may run on) that divide the members evenly."""
+    cores = available_cpus() if cores is None else cores
+    return max(d for d in range(1, max(cores, 1) + 1) if members % d == 0)
+
+
 def set_cpu_devices(n: int) -> bool:
     """Asks JAX for at least ``n`` host CPU devices (``jax_num_cpu_devices``), over which a
     run splits its members (the run setting ``cpu_devices``); the CPU backend makes them

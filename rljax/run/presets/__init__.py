@@ -111,9 +111,8 @@ def from_preset(preset: str | Preset, **changes: Any) -> RunConfig:
             run = dataclasses.replace(run, cpu_threads=0)
         if (changes.get("cpu_devices") in (None, "") and changes.get("devices") in (None, "")
                 and run.devices == 1):
-            cores = cpu_threads.available_cpus()
-            split = max(d for d in range(1, cores + 1) if run.num_members % d == 0)
-            run = dataclasses.replace(run, cpu_devices=split)
+            run = dataclasses.replace(run, cpu_devices=cpu_threads.member_split(
+                run.num_members))
     return run
 
 
