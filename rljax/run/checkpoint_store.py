@@ -33,7 +33,6 @@ on an accelerator each shard goes through a host buffer, one shard at a time.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import ctypes
 import errno
@@ -44,7 +43,6 @@ import os
 import shutil
 import sys
 import threading
-import zlib
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
@@ -54,57 +52,13 @@ import numpy as np
 import orbax.checkpoint as ocp
 import tensorstore as ts
 
+from rljax.run.checksums import CHUNK_BYTES, checksums_of, matches_as_saved
+
 _TMP_MARK = ".orbax-checkpoint-tmp"
-# Arrays are stored in chunks of at most this many bytes; reading goes chunk by chunk, so
-# this bounds the transient buffers of a read.
-CHUNK_BYTES = 64 << 20
 
 
 class Corrupted(ValueError):
     """Arrays read back do not match the checksums saved with them."""
-
-
-def _shard_starts(sharding: Any, shape: tuple[int, ...]) -> list[tuple[int, ...]]:
-    """The start of every distinct shard of an array, in a fixed order."""
-    starts = {tuple(sl.indices(n)[0] for sl, n in zip(index, shape, strict=True))
-              for index in sharding.devices_indices_map(shape).values()}
-    return sorted(starts)
-
-
-def _pieces(nbytes: int) -> range:
-    return range(0, max(nbytes, 1), CHUNK_BYTES)
-
-
-def _checksums(arrays: dict[str, jax.Array]) -> dict[str, list[int]]:
-    """For each array, the CRC-32 of each ``CHUNK_BYTES`` piece of each shard (shards in
-    the order of :func:`_shard_starts`). Each process hashes the shards it holds (its
-    replica 0), one shard at a time (on an accelerator each is copied to the host for
-    it); the values are combined across processes, so every process returns the whole
-    table."""
-    out: dict[str, list[int]] = {}
-    with concurrent.futures.ThreadPoolExecutor(max(1, min(4, os.cpu_count() or 1))) as pool:
-        for name, x in arrays.items():
-            mine = {tuple(sl.indices(n)[0] for sl, n in zip(s.index, x.shape, strict=True)): s
-                    for s in x.addressable_shards if s.replica_id == 0}
-            shard_bytes = int(np.prod(x.sharding.shard_shape(x.shape))) * x.dtype.itemsize
-            out[name] = []
-            for start in _shard_starts(x.sharding, x.shape):
-                if start not in mine:
-                    out[name] += [0] * len(_pieces(shard_bytes))
-                    continue
-                data = np.ascontiguousarray(np.asarray(mine[start].data)).reshape(-1)
-                data = data.view(np.uint8)
-                out[name] += pool.map(zlib.crc32, [data[i:i + CHUNK_BYTES]
-                                                   for i in _pieces(data.nbytes)])
-    if jax.process_count() > 1:
-        from jax.experimental import multihost_utils
-
-        names = list(out)
-        table = np.asarray([c for n in names for c in out[n]], np.uint32)
-        table = np.asarray(multihost_utils.process_allgather(table)).max(axis=0).tolist()
-        for n in names:
-            out[n], table = table[:len(out[n])], table[len(out[n]):]
-    return out
 
 
 class Target(NamedTuple):
@@ -345,7 +299,7 @@ def write(folder: str, step: int, arrays: dict[str, jax.Array], manifest: dict,
                                   f"{max(newer):,}), so this one would not be the newest")
         if step in manager.all_steps():
             manager.delete(step)
-        manifest = dict(manifest, checksums=_checksums(arrays), arrays={
+        manifest = dict(manifest, checksums=checksums_of(arrays), arrays={
             name: [list(x.shape), str(x.dtype)] for name, x in arrays.items()})
         try:
             chunks = {name: ocp.SaveArgs(chunk_byte_size=CHUNK_BYTES) for name in arrays}
@@ -389,8 +343,10 @@ def read(folder: str, step: int, targets: dict[str, Target],
             state=ocp.args.PyTreeRestore(item=item, restore_args=restore_args)))
     arrays = dict(restored["state"])
     # Host arrays (read with another shape, to be rebuilt) are checked by their rebuild.
-    found = _checksums({k: v for k, v in arrays.items()
+    found = checksums_of({k: v for k, v in arrays.items()
                         if isinstance(v, jax.Array) and k not in unchecked})
+    for k in [k for k in found if len(found[k]) != len(checksums.get(k) or found[k])]:
+        found[k] = checksums[k] if matches_as_saved(arrays[k], checksums[k]) else None
     bad = [k for k in found if checksums.get(k) != found[k]]
     if bad:
         raise Corrupted(f"{len(bad)} array(s) do not match the checksums saved with them: "

@@ -65,6 +65,44 @@ def test_members_over_two_cpu_devices_match_one_device_and_resume(tmp_path, scri
     assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-3000:]
 
 
+# A run saved over 2 devices, read back in a process with one: its checksums follow the
+# saved layout, and a flipped byte is still refused.
+LOAD = textwrap.dedent("""
+    import glob, os, shutil, sys
+    import jax, rljax
+    from rljax.run import checkpoint, cli
+    assert len(jax.devices("cpu")) == 1, jax.devices()
+    (run_dir,) = [os.path.dirname(p) for p in glob.glob(sys.argv[1] + "/*/config.json")]
+    run = rljax.load(run_dir)
+    leaf = jax.tree.leaves(run.state.agent)[0]
+    assert leaf.shape[0] == 4 and len(leaf.sharding.device_set) == 1
+    checkpoint.verify(run_dir, 512)
+    assert cli.main(["eval", run_dir, "--episodes", "1"]) == 0
+    bad = sys.argv[1] + "/bad"
+    shutil.copytree(run_dir, bad)
+    data = max(glob.glob(bad + "/checkpoint/512/state/**/d/*", recursive=True),
+               key=lambda f: len(open(f, "rb").read()))
+    raw = bytearray(open(data, "rb").read())
+    raw[len(raw) // 2] ^= 1
+    open(data, "wb").write(bytes(raw))
+    try:
+        rljax.load(bad)
+    except ValueError as e:
+        assert "do not match the checksums" in str(e), e
+    else:
+        raise AssertionError("a flipped byte was loaded")
+    print("ok")
+""")
+
+
+@pytest.mark.slow
+def test_a_run_split_over_two_cpu_devices_loads_and_evaluates_on_one(tmp_path):
+    for script in (CLI, LOAD):
+        proc = subprocess.run([sys.executable, "-c", script, str(tmp_path)],
+                              capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-3000:]
+
+
 @pytest.mark.parametrize("cores,changes,threads,split", [
     (2, {"num_seeds": 64}, 0, 2),
     (4, {"num_seeds": 64}, 0, 4),
