@@ -234,3 +234,23 @@ def test_on_policy_update_flops():
     assert profiling.on_policy_update_flops("pqn", pqn, spec) == (
         4 * 512 * per_sample(q) + (512 + 32) * profiling.mlp_forward_flops(1, q))
     assert profiling.on_policy_update_flops("a2c", ppo, spec) is None
+
+
+@pytest.mark.slow
+def test_cartpole_failures_names_how_each_members_episodes_end(tmp_path, capsys):
+    """A barely trained memory run: every noise-free episode ends before the time limit,
+    by the cart or the pole as the final state says, for each member."""
+    import rljax
+    from benchmarks import cartpole_failures
+
+    run = rljax.train("cartpole-novel-ppo-rnn", logdir=str(tmp_path), num_seeds=2,
+                      num_envs=8, hidden_sizes=(8, 8), **{"memory.size": 8},
+                      total_steps=1024, chunk_steps=512, tensorboard=False, eval_every=0)
+    for member in (0, 1):
+        eps = cartpole_failures.episodes(run, member, 3)
+        assert len(eps) == 3 and all(e["length"] < 500 for e in eps), eps
+        for e in eps:  # (widest_x is rounded to 2 decimals)
+            assert e["cause"] == "pole" or (e["cause"] == "cart" and e["widest_x"] >= 2.4), e
+    assert cartpole_failures.main([run.run_dir, "--episodes", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "member 0: lengths [" in out and "member 1: lengths [" in out, out
