@@ -14,6 +14,13 @@ rows (the 100-episode mean return, one row per ``chunk_steps``) it reads:
 * final: the last row's 100-episode mean;
 * stays: whether min after is still at or above the threshold.
 
+``--metric eval_return_mean`` reads the noise-free evaluations instead (the rows of a run
+with ``eval_every``), where the training mean pays for exploration: the Reacher presets'
+Gaussian action noise costs about 1.0 of return per episode in control cost, so their
+training mean sits below the threshold their noise-free policy reaches. ``--threshold``
+reads the rows against another yardstick than the preset's (both are added to the results
+key).
+
 and writes one table per preset into ``benchmarks/results/stability.json`` (keyed by
 preset, seeds, factor and the ``--set`` fields; earlier entries are kept) and prints it.
 ``--analyze`` reads run directories made before (by this script or by the same ``rljax
@@ -45,10 +52,13 @@ def _rows(path: str) -> list[dict]:
         return [json.loads(line) for line in f if line.strip()]
 
 
-def seed_table(rows: list[dict], threshold: float) -> dict:
-    """solved at / min after / final / stays of one seed's metrics rows."""
-    curve = [(r["env_steps"], r["return_mean_100"]) for r in rows
-             if r.get("return_mean_100") is not None]
+METRICS = ("return_mean_100", "eval_return_mean")
+
+
+def seed_table(rows: list[dict], threshold: float, metric: str = "return_mean_100") -> dict:
+    """solved at / min after / final / stays of one seed's metrics rows, read from
+    ``metric`` (rows without it are skipped)."""
+    curve = [(r["env_steps"], r[metric]) for r in rows if r.get(metric) is not None]
     solved = next((i for i, (_, ret) in enumerate(curve) if ret >= threshold), None)
     after = None if solved is None else min(ret for _, ret in curve[solved:])
     return {"solved_at": None if solved is None else curve[solved][0],
@@ -57,10 +67,16 @@ def seed_table(rows: list[dict], threshold: float) -> dict:
             "stays": after is not None and after >= threshold}
 
 
-def analyze(run_dir: str) -> dict:
-    """The stability table of a run directory (one seed, or each member of several)."""
+def analyze(run_dir: str, metric: str = "return_mean_100",
+            threshold: float | None = None) -> dict:
+    """The stability table of a run directory (one seed, or each member of several), read
+    from ``metric`` against ``threshold`` (default: the run's own)."""
     with open(os.path.join(run_dir, "config.json")) as f:
         config = json.load(f)
+    if threshold is None:
+        threshold = config["threshold"]
+    if threshold is None:
+        raise ValueError(f"{run_dir} has no solve threshold; give --threshold")
     members = sorted(d for d in os.listdir(run_dir) if d.startswith("seed_"))
     paths = ([os.path.join(run_dir, d, "metrics.jsonl") for d in members] if members
              else [os.path.join(run_dir, "metrics.jsonl")])
@@ -75,10 +91,15 @@ def analyze(run_dir: str) -> dict:
     for path in paths:
         name = os.path.basename(os.path.dirname(path))
         seed = int(name[len("seed_"):]) if name.startswith("seed_") else config["seed"]
-        seeds[seed] = seed_table(_rows(path), config["threshold"])
-        # summary.json's solved_at_step is exact; the rows' is the first row past it.
-        seeds[seed]["solved_at_exact"] = exact.get(seed)
-    return {"preset": config.get("preset"), "threshold": config["threshold"],
+        seeds[seed] = seed_table(_rows(path), threshold, metric)
+        if metric == "return_mean_100" and threshold == config["threshold"]:
+            # summary.json's solved_at_step is exact; the rows' is the first row past it.
+            seeds[seed]["solved_at_exact"] = exact.get(seed)
+    if not any(s["env_steps"] for s in seeds.values()):
+        raise ValueError(f"{run_dir}: no metrics row has {metric!r}"
+                         + (" (was the run trained with eval_every?)"
+                            if metric == "eval_return_mean" else ""))
+    return {"preset": config.get("preset"), "threshold": threshold, "metric": metric,
             "total_steps": config["total_steps"], "run_dir": run_dir, "seeds": seeds,
             "solved": sum(s["solved_at"] is not None for s in seeds.values()),
             "stay_solved": sum(s["stays"] for s in seeds.values()), "count": len(seeds)}
@@ -101,7 +122,7 @@ def render(table: dict) -> str:
     reached = max((s["env_steps"] or 0) for s in table["seeds"].values())
     lines = [f"{table['preset']}, {reached:,} of {table['total_steps']:,} env steps: "
              f"{table['stay_solved']} of {table['count']} seeds stay >= {table['threshold']} "
-             f"after solving ({table['solved']} solved)",
+             f"after solving ({table['solved']} solved; {table.get('metric', METRICS[0])})",
              "| seed | solved at | min after solving | final |", "| --- | --- | --- | --- |"]
     for seed, s in table["seeds"].items():
         lines.append(f"| {seed} | {fmt(s.get('solved_at_exact') or s['solved_at'])} | "
@@ -133,6 +154,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="tabulate these run directories instead of training")
     parser.add_argument("--label", default="", help="a word added to the results key "
                                                    "(say, before / after a change)")
+    parser.add_argument("--metric", default=METRICS[0], choices=METRICS,
+                        help="the rows' figure read: the training episodes' 100-episode "
+                             "mean, or the noise-free evaluation (runs with eval_every)")
+    parser.add_argument("--threshold", type=float, default=None,
+                        help="read against this return instead of the preset's threshold")
     parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                         help="override an agent config field of every preset trained "
                              "(added to the results key); repeatable")
@@ -145,7 +171,10 @@ def main(argv: list[str] | None = None) -> int:
         overrides = parse_assignments(args.set)
     except ValueError as e:
         parser.error(str(e))
-    label = " ".join([f"{k} {v}" for k, v in overrides.items()] + [args.label]).strip()
+    words = [f"{k} {v}" for k, v in overrides.items()]
+    words += [] if args.metric == METRICS[0] else [args.metric]
+    words += [] if args.threshold is None else [f"threshold {args.threshold:g}"]
+    label = " ".join(words + [args.label]).strip()
     run_dirs = args.analyze or []
     if not run_dirs:
         from rljax.run.presets import from_preset
@@ -159,7 +188,10 @@ def main(argv: list[str] | None = None) -> int:
         run_dirs = [train(p, args.seeds, args.factor, logdir, overrides)
                     for p in args.presets]
     for run_dir in run_dirs:
-        table = analyze(run_dir)
+        try:
+            table = analyze(run_dir, args.metric, args.threshold)
+        except ValueError as e:
+            parser.error(str(e))
         record(table, label)
         print(render(table), file=sys.stdout)
     return 0

@@ -254,3 +254,61 @@ def test_cartpole_failures_names_how_each_members_episodes_end(tmp_path, capsys)
     assert cartpole_failures.main([run.run_dir, "--episodes", "2"]) == 0
     out = capsys.readouterr().out
     assert "member 0: lengths [" in out and "member 1: lengths [" in out, out
+
+
+def _fake_run(path, threshold, curves, evals=None):
+    """A run directory as rljax writes it: config, summary and one metrics file per seed."""
+    path.mkdir()
+    (path / "config.json").write_text(json.dumps({"preset": "p", "threshold": threshold,
+                                                  "total_steps": 400, "seed": 0}))
+    (path / "summary.json").write_text(json.dumps({"seeds": [
+        {"seed": s, "solved_at_step": None} for s in range(len(curves))]}))
+    for s, curve in enumerate(curves):
+        (path / f"seed_{s}").mkdir()
+        rows = []
+        for k, ret in enumerate(curve):
+            row = {"env_steps": 100 * (k + 1), "return_mean_100": ret}
+            if evals and evals[s][k] is not None:
+                row["eval_return_mean"] = evals[s][k]
+            rows.append(json.dumps(row))
+        (path / f"seed_{s}" / "metrics.jsonl").write_text("\n".join(rows) + "\n")
+    return str(path)
+
+
+def test_stability_table_reads_each_seed_from_its_first_solve(tmp_path, monkeypatch, capsys):
+    """solved at / min after / final / stays per seed, against the run's threshold, another
+    one, or the noise-free evaluations; each recorded under its own key."""
+    from benchmarks import stability
+
+    run = _fake_run(tmp_path / "run", -3.75,
+                    [[-9.0, -3.7, -3.8, -3.6], [-9.0, -5.0, -4.0, -3.9], [-3.5, -3.6, -3.7, -3.7]],
+                    evals=[[None, -3.6, None, -3.5], [None, -3.9, None, -3.7],
+                           [None, -3.7, None, -3.8]])
+    table = stability.analyze(run)
+    got = {s: (t["solved_at"], t["min_after"], t["final"], t["stays"])
+           for s, t in table["seeds"].items()}
+    assert got == {0: (200, -3.8, -3.6, False), 1: (None, None, -3.9, False),
+                   2: (100, -3.7, -3.7, True)}
+    assert (table["solved"], table["stay_solved"], table["threshold"]) == (2, 1, -3.75)
+
+    wider = stability.analyze(run, threshold=-6.0)
+    assert [t["solved_at"] for t in wider["seeds"].values()] == [200, 200, 100]
+    assert wider["stay_solved"] == 3 and wider["seeds"][1]["min_after"] == -5.0
+
+    noise_free = stability.analyze(run, metric="eval_return_mean")
+    got = {s: (t["solved_at"], t["min_after"], t["final"], t["stays"])
+           for s, t in noise_free["seeds"].items()}
+    assert got == {0: (200, -3.6, -3.5, True), 1: (400, -3.7, -3.7, True),
+                   2: (200, -3.8, -3.8, False)}
+
+    monkeypatch.setattr(stability, "RESULTS", str(tmp_path / "stability.json"))
+    assert stability.main(["--analyze", run, "--metric", "eval_return_mean",
+                           "--threshold", "-3.8", "--label", "check"]) == 0
+    assert "3 of 3 seeds stay >= -3.8" in capsys.readouterr().out
+    saved = json.loads((tmp_path / "stability.json").read_text())
+    assert list(saved) == ["p seeds=3 steps=400 eval_return_mean threshold -3.8 check"]
+
+    bare = _fake_run(tmp_path / "bare", 475.0, [[10.0, 500.0]])
+    with pytest.raises(SystemExit):
+        stability.main(["--analyze", bare, "--metric", "eval_return_mean"])
+    assert "no metrics row has 'eval_return_mean'" in capsys.readouterr().err
