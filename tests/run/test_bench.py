@@ -312,3 +312,33 @@ def test_stability_table_reads_each_seed_from_its_first_solve(tmp_path, monkeypa
     with pytest.raises(SystemExit):
         stability.main(["--analyze", bare, "--metric", "eval_return_mean"])
     assert "no metrics row has 'eval_return_mean'" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_novel_prev_action_env_shows_the_last_action_and_trains(tmp_path, capsys):
+    """The observation is (x, theta, one-hot previous action), zeros at an episode's start;
+    only the cart or the pole terminate; a memory preset trains on it through env=."""
+    from benchmarks import novel_prev_action
+
+    env = novel_prev_action.NovelCartPole()
+    params = env.default_params
+    obs, state = env.reset_env(jax.random.key(0), params)
+    assert obs.shape == (4,) and obs[2:].tolist() == [0.0, 0.0]
+    for action in (1, 0, 1):
+        obs, state, reward, terminated, _ = env.step_env(jax.random.key(1), state, action,
+                                                         params)
+        assert obs[2:].tolist() == [float(action == 0), float(action == 1)]
+        assert float(reward) == 1.0 and not bool(terminated)
+    far = state.replace(inner=state.inner.replace(x=2.45, time=499))
+    assert bool(env.step_env(jax.random.key(2), far, 1, params)[3])
+    plain = novel_prev_action.NovelCartPole(prev_action=False)
+    assert plain.reset_env(jax.random.key(0), params)[0].shape == (2,)
+
+    assert novel_prev_action.main([
+        "--seeds", "2", "--total-steps", "1024", "--cpu-devices", "1",
+        "--logdir", str(tmp_path), "--set", "num_envs=8", "--set", "hidden_sizes=8,8",
+        "--set", "memory.size=8"]) == 0
+    run_dir = capsys.readouterr().out.strip().splitlines()[-1]
+    config = json.loads(open(f"{run_dir}/config.json").read())
+    assert "obs_indices" not in config["env_options"] and config["threshold"] == 475.0
+    assert config["env_id"].startswith("object:NovelCartPole"), config["env_id"]
