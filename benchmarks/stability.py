@@ -14,18 +14,18 @@ rows (the 100-episode mean return, one row per ``chunk_steps``) it reads:
 * final: the last row's 100-episode mean;
 * stays: whether min after is still at or above the threshold.
 
+and writes one table per preset into ``benchmarks/results/stability.json`` (keyed by
+preset, seeds, factor and the ``--set`` fields; earlier entries are kept) and prints it.
+``--analyze`` reads run directories made before (by this script or by the same ``rljax
+train`` command) instead of training. The run directories go under ``--logdir`` (default
+a temporary folder).
+
 ``--metric eval_return_mean`` reads the noise-free evaluations instead (the rows of a run
 with ``eval_every``), where the training mean pays for exploration: the Reacher presets'
 Gaussian action noise costs about 1.0 of return per episode in control cost, so their
 training mean sits below the threshold their noise-free policy reaches. ``--threshold``
 reads the rows against another yardstick than the preset's (both are added to the results
 key).
-
-and writes one table per preset into ``benchmarks/results/stability.json`` (keyed by
-preset, seeds, factor and the ``--set`` fields; earlier entries are kept) and prints it.
-``--analyze`` reads run directories made before (by this script or by the same ``rljax
-train`` command) instead of training. The run directories go under ``--logdir`` (default
-a temporary folder).
 """
 
 from __future__ import annotations
