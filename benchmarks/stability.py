@@ -180,10 +180,13 @@ def main(argv: list[str] | None = None) -> int:
         from rljax.run.presets import from_preset
 
         try:  # a bad field or value: one line before anything compiles
-            for preset in args.presets:
-                from_preset(preset, num_seeds=args.seeds, **overrides)
+            runs = {p: from_preset(p, num_seeds=args.seeds, **overrides) for p in args.presets}
         except ValueError as e:
             parser.error(str(e))
+        quiet = [p for p, run in runs.items() if args.metric != METRICS[0] and not run.eval_every]
+        if quiet:  # else the error would come after hours of training
+            parser.error(f"--metric {args.metric} reads evaluations, and {', '.join(quiet)} "
+                         "does not evaluate (eval_every 0): add --set eval_every=STEPS")
         logdir = args.logdir or tempfile.mkdtemp(prefix="rljax-stability-")
         run_dirs = [train(p, args.seeds, args.factor, logdir, overrides)
                     for p in args.presets]

@@ -313,6 +313,14 @@ def test_stability_table_reads_each_seed_from_its_first_solve(tmp_path, monkeypa
         stability.main(["--analyze", bare, "--metric", "eval_return_mean"])
     assert "no metrics row has 'eval_return_mean'" in capsys.readouterr().err
 
+    # Training for evaluations a preset does not make: refused before it trains.
+    monkeypatch.setattr(stability, "train", lambda *a: pytest.fail("trained"))
+    with pytest.raises(SystemExit):
+        stability.main(["--presets", "reacher-ddpg", "--metric", "eval_return_mean"])
+    assert "reacher-ddpg does not evaluate (eval_every 0)" in capsys.readouterr().err
+    monkeypatch.setattr(stability, "train", lambda *a: run)  # reacher-td3 evaluates
+    assert stability.main(["--presets", "reacher-td3", "--metric", "eval_return_mean"]) == 0
+
 
 @pytest.mark.slow
 def test_novel_prev_action_env_shows_the_last_action_and_trains(tmp_path, capsys):
