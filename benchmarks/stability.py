@@ -24,8 +24,10 @@ a temporary folder).
 with ``eval_every``), where the training mean pays for exploration: the Reacher presets'
 Gaussian action noise costs about 1.0 of return per episode in control cost, so their
 training mean sits below the threshold their noise-free policy reaches. ``--threshold``
-reads the rows against another yardstick than the preset's (both are added to the results
-key).
+reads the rows against another yardstick than the preset's, and ``--window K`` reads each
+row as the mean of K rows (K x 100 episodes), steadier where a preset's converged policy
+scores within a few standard errors of its threshold (the Reacher presets:
+``benchmarks/frozen_policy.py``); each is added to the results key.
 """
 
 from __future__ import annotations
@@ -55,10 +57,15 @@ def _rows(path: str) -> list[dict]:
 METRICS = ("return_mean_100", "eval_return_mean")
 
 
-def seed_table(rows: list[dict], threshold: float, metric: str = "return_mean_100") -> dict:
+def seed_table(rows: list[dict], threshold: float, metric: str = "return_mean_100",
+               window: int = 1) -> dict:
     """solved at / min after / final / stays of one seed's metrics rows, read from
-    ``metric`` (rows without it are skipped)."""
+    ``metric`` (rows without it are skipped), each row as the mean of it and the
+    ``window - 1`` rows before it (from the ``window``-th row on)."""
     curve = [(r["env_steps"], r[metric]) for r in rows if r.get(metric) is not None]
+    if window > 1:
+        curve = [(curve[i][0], sum(v for _, v in curve[i + 1 - window:i + 1]) / window)
+                 for i in range(window - 1, len(curve))]
     solved = next((i for i, (_, ret) in enumerate(curve) if ret >= threshold), None)
     after = None if solved is None else min(ret for _, ret in curve[solved:])
     return {"solved_at": None if solved is None else curve[solved][0],
@@ -68,9 +75,10 @@ def seed_table(rows: list[dict], threshold: float, metric: str = "return_mean_10
 
 
 def analyze(run_dir: str, metric: str = "return_mean_100",
-            threshold: float | None = None) -> dict:
+            threshold: float | None = None, window: int = 1) -> dict:
     """The stability table of a run directory (one seed, or each member of several), read
-    from ``metric`` against ``threshold`` (default: the run's own)."""
+    from ``metric`` against ``threshold`` (default: the run's own), over ``window``-row
+    means."""
     with open(os.path.join(run_dir, "config.json")) as f:
         config = json.load(f)
     if threshold is None:
@@ -91,8 +99,8 @@ def analyze(run_dir: str, metric: str = "return_mean_100",
     for path in paths:
         name = os.path.basename(os.path.dirname(path))
         seed = int(name[len("seed_"):]) if name.startswith("seed_") else config["seed"]
-        seeds[seed] = seed_table(_rows(path), threshold, metric)
-        if metric == "return_mean_100" and threshold == config["threshold"]:
+        seeds[seed] = seed_table(_rows(path), threshold, metric, window)
+        if metric == "return_mean_100" and threshold == config["threshold"] and window == 1:
             # summary.json's solved_at_step is exact; the rows' is the first row past it.
             seeds[seed]["solved_at_exact"] = exact.get(seed)
     if not any(s["env_steps"] for s in seeds.values()):
@@ -100,6 +108,7 @@ def analyze(run_dir: str, metric: str = "return_mean_100",
                          + (" (was the run trained with eval_every?)"
                             if metric == "eval_return_mean" else ""))
     return {"preset": config.get("preset"), "threshold": threshold, "metric": metric,
+            "window": window,
             "total_steps": config["total_steps"], "run_dir": run_dir, "seeds": seeds,
             "solved": sum(s["solved_at"] is not None for s in seeds.values()),
             "stay_solved": sum(s["stays"] for s in seeds.values()), "count": len(seeds)}
@@ -122,7 +131,9 @@ def render(table: dict) -> str:
     reached = max((s["env_steps"] or 0) for s in table["seeds"].values())
     lines = [f"{table['preset']}, {reached:,} of {table['total_steps']:,} env steps: "
              f"{table['stay_solved']} of {table['count']} seeds stay >= {table['threshold']} "
-             f"after solving ({table['solved']} solved; {table.get('metric', METRICS[0])})",
+             f"after solving ({table['solved']} solved; {table.get('metric', METRICS[0])}"
+             + (f", means of {table['window']} rows" if table.get("window", 1) > 1 else "")
+             + ")",
              "| seed | solved at | min after solving | final |", "| --- | --- | --- | --- |"]
     for seed, s in table["seeds"].items():
         lines.append(f"| {seed} | {fmt(s.get('solved_at_exact') or s['solved_at'])} | "
@@ -159,12 +170,15 @@ def main(argv: list[str] | None = None) -> int:
                              "mean, or the noise-free evaluation (runs with eval_every)")
     parser.add_argument("--threshold", type=float, default=None,
                         help="read against this return instead of the preset's threshold")
+    parser.add_argument("--window", type=int, default=1, metavar="K",
+                        help="read each row as the mean of it and the K - 1 rows before "
+                             "(K x the episodes: a steadier figure near the threshold)")
     parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                         help="override an agent config field of every preset trained "
                              "(added to the results key); repeatable")
     args = parser.parse_args(argv)
-    if args.seeds < 1 or args.factor <= 0:
-        parser.error("--seeds must be >= 1 and --factor > 0")
+    if args.seeds < 1 or args.factor <= 0 or args.window < 1:
+        parser.error("--seeds and --window must be >= 1 and --factor > 0")
     from rljax.run.config import parse_assignments
 
     try:
@@ -174,6 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     words = [f"{k} {v}" for k, v in overrides.items()]
     words += [] if args.metric == METRICS[0] else [args.metric]
     words += [] if args.threshold is None else [f"threshold {args.threshold:g}"]
+    words += [] if args.window == 1 else [f"window {args.window}"]
     label = " ".join(words + [args.label]).strip()
     run_dirs = args.analyze or []
     if not run_dirs:
@@ -192,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
                     for p in args.presets]
     for run_dir in run_dirs:
         try:
-            table = analyze(run_dir, args.metric, args.threshold)
+            table = analyze(run_dir, args.metric, args.threshold, args.window)
         except ValueError as e:
             parser.error(str(e))
         record(table, label)

@@ -6,6 +6,7 @@ import statistics
 import time
 
 import jax
+import numpy as np
 import pytest
 
 from rljax.run import bench, bench_peers
@@ -313,6 +314,13 @@ def test_stability_table_reads_each_seed_from_its_first_solve(tmp_path, monkeypa
         stability.main(["--analyze", bare, "--metric", "eval_return_mean"])
     assert "no metrics row has 'eval_return_mean'" in capsys.readouterr().err
 
+    # Two-row means: seed 0 first reaches -3.76 at 300 (-3.75) and holds; seed 1 never.
+    smooth = stability.analyze(run, threshold=-3.76, window=2)
+    got = {s: (t["solved_at"], t["stays"]) for s, t in smooth["seeds"].items()}
+    assert got == {0: (300, True), 1: (None, False), 2: (200, True)}
+    assert smooth["seeds"][0]["min_after"] == pytest.approx(-3.75)
+    assert smooth["seeds"][2]["final"] == pytest.approx(-3.7) and smooth["window"] == 2
+
     # Training for evaluations a preset does not make: refused before it trains.
     monkeypatch.setattr(stability, "train", lambda *a: pytest.fail("trained"))
     with pytest.raises(SystemExit):
@@ -350,3 +358,40 @@ def test_novel_prev_action_env_shows_the_last_action_and_trains(tmp_path, capsys
     config = json.loads(open(f"{run_dir}/config.json").read())
     assert "obs_indices" not in config["env_options"] and config["threshold"] == 475.0
     assert config["env_id"].startswith("object:NovelCartPole"), config["env_id"]
+
+
+def test_frozen_policy_counts_blocks_and_matches_the_normal_approximation(monkeypatch, capsys):
+    """Blocks of episodes below a threshold, counted and by the normal approximation: for
+    normal returns the two agree; the table's chance of a run of evaluations all staying."""
+    from benchmarks import frozen_policy as fp
+
+    assert fp.blocks_below(np.array([1.0, 3.0, 0.0, 1.0, 9.0]), 2, 1.5) == (1, 2)
+    with pytest.raises(ValueError, match="no block of 10"):
+        fp.blocks_below(np.zeros(5), 10, 0.0)
+    assert fp.stay_chance(-3.55, 1.4, 100, -3.55, 1) == pytest.approx(0.5)
+    assert fp.stay_chance(-3.55, 1.4, 100, -3.55, 3) == pytest.approx(0.125)
+    assert fp.stay_chance(0.0, 0.0, 100, 1.0, 5) == 0.0
+
+    rng = np.random.default_rng(0)
+    returns = rng.normal(-3.55, 1.4, size=200_000)  # 2,000 blocks, sd of a mean 0.14
+    (row,) = fp.member_rows([returns], 100, -3.75, 10)
+    share = row["blocks_below"] / row["blocks"]
+    z = (-3.75 - -3.55) / 0.14
+    normal = 0.5 * math.erfc(-z / math.sqrt(2.0))  # about 0.077
+    assert abs(share - normal) < 0.02 and row["block_sd"] == pytest.approx(0.14, rel=0.02)
+    assert row["stay_normal"] == pytest.approx((1 - normal) ** 10, rel=0.05)
+    assert row["stay_counted"] == pytest.approx((1 - share) ** 10)
+
+    class Config:
+        threshold, eval_every, chunk_steps, total_steps = -3.75, 20_000, 20_000, 2_500_000
+
+    played = []
+    monkeypatch.setattr(fp, "play", lambda *a: (played.append(a) or [returns[:1000]],
+                                                type("Run", (), {"config": Config})()))
+    assert fp.main(["RUN", "--best", "--episodes", "500", "--rounds", "2"]) == 0
+    out = capsys.readouterr().out
+    assert played == [("RUN", True, None, 500, 2)]
+    assert "125 evaluations in a row" in out and "of 10 |" in out
+    with pytest.raises(SystemExit):
+        fp.main(["RUN", "--episodes", "20", "--rounds", "2"])
+    assert "less than one --block (100)" in capsys.readouterr().err
