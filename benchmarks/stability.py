@@ -25,8 +25,9 @@ with ``eval_every``), where the training mean pays for exploration: the Reacher 
 Gaussian action noise costs about 1.0 of return per episode in control cost, so their
 training mean sits below the threshold their noise-free policy reaches. ``--threshold``
 reads the rows against another yardstick than the preset's, and ``--window K`` reads each
-row as the mean of K rows (K x 100 episodes), steadier where a preset's converged policy
-scores within a few standard errors of its threshold (the Reacher presets:
+row as the mean of K rows (K x 100 episodes where each row's are new: evaluations, or
+Reacher's 50-step training episodes), steadier where a preset's converged policy scores
+within a few standard errors of its threshold (the Reacher presets:
 ``benchmarks/frozen_policy.py``); each is added to the results key.
 """
 
