@@ -17,16 +17,24 @@ reports per member: the mean over all episodes (the policy's score, known to wit
 std / sqrt(episodes)), the episodes' standard deviation, the share of blocks below the
 threshold, and the chance that ``--evals`` blocks in a row all stay at or above it: as
 counted, ``(1 - share) ** evals``, and from the normal approximation. ``--evals`` defaults
-to the number of evaluation rows of the run read (its total steps / eval_every).
+to the number of evaluation rows of the run read (its total steps / eval_every). The table
+also goes into ``benchmarks/results/frozen_policy.json``, keyed by the run's preset, the
+checkpoint read and ``--label``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
+import os
 import sys
 
 import numpy as np
+
+from benchmarks.common import RESULTS_DIR, machine
+
+RESULTS = os.path.join(RESULTS_DIR, "frozen_policy.json")
 
 
 def blocks_below(returns: np.ndarray, block: int, threshold: float) -> tuple[int, int]:
@@ -76,6 +84,17 @@ def render(rows: list[dict], threshold: float, block: int, evals: int) -> str:
     return "\n".join(lines)
 
 
+def record(key: str, entry: dict) -> None:
+    data = {}
+    if os.path.isfile(RESULTS):
+        with open(RESULTS) as f:
+            data = json.load(f)
+    data[key] = dict(entry, machine=machine())
+    os.makedirs(RESULTS_DIR, exist_ok=True)
+    with open(RESULTS, "w") as f:
+        json.dump(data, f, indent=1, sort_keys=True)
+
+
 def play(run_dir: str, best: bool, step: int | None, episodes: int, rounds: int
          ) -> tuple[list[np.ndarray], object]:
     """Each member's returns over ``rounds`` x ``episodes`` fresh noise-free episodes."""
@@ -104,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="default: the preset's (the run config's) threshold")
     parser.add_argument("--evals", type=int, default=None,
                         help="evaluations in a row (default: the run's evaluation rows)")
+    parser.add_argument("--label", default="", help="words added to the results key")
     args = parser.parse_args(argv)
     for name in ("episodes", "rounds", "block"):
         if getattr(args, name) < 1:
@@ -120,8 +140,14 @@ def main(argv: list[str] | None = None) -> int:
     if evals is None:
         every = run.config.eval_every or run.config.chunk_steps
         evals = max(1, round(run.config.total_steps / every))
-    print(render(member_rows(returns, args.block, threshold, evals), threshold, args.block,
-                 evals), file=sys.stdout)
+    rows = member_rows(returns, args.block, threshold, evals)
+    print(render(rows, threshold, args.block, evals), file=sys.stdout)
+    which = ("best" if args.best else f"checkpoint {args.from_checkpoint}"
+             if args.from_checkpoint is not None else "last checkpoint")
+    key = " ".join(w for w in (getattr(run.config, "preset", None) or run.config.env_id,
+                               f"seeds={len(rows)}", which, args.label) if w)
+    record(key, {"run_dir": os.path.basename(os.path.normpath(args.run_dir)),
+                 "threshold": threshold, "block": args.block, "evals": evals, "members": rows})
     return 0
 
 

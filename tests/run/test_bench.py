@@ -360,7 +360,8 @@ def test_novel_prev_action_env_shows_the_last_action_and_trains(tmp_path, capsys
     assert config["env_id"].startswith("object:NovelCartPole"), config["env_id"]
 
 
-def test_frozen_policy_counts_blocks_and_matches_the_normal_approximation(monkeypatch, capsys):
+def test_frozen_policy_counts_blocks_and_matches_the_normal_approximation(tmp_path, monkeypatch,
+                                                                          capsys):
     """Blocks of episodes below a threshold, counted and by the normal approximation: for
     normal returns the two agree; the table's chance of a run of evaluations all staying."""
     from benchmarks import frozen_policy as fp
@@ -384,14 +385,19 @@ def test_frozen_policy_counts_blocks_and_matches_the_normal_approximation(monkey
 
     class Config:
         threshold, eval_every, chunk_steps, total_steps = -3.75, 20_000, 20_000, 2_500_000
+        preset, env_id = "reacher-ddpg", "Reacher-v5"
 
     played = []
+    monkeypatch.setattr(fp, "RESULTS", str(tmp_path / "frozen_policy.json"))
     monkeypatch.setattr(fp, "play", lambda *a: (played.append(a) or [returns[:1000]],
                                                 type("Run", (), {"config": Config})()))
     assert fp.main(["RUN", "--best", "--episodes", "500", "--rounds", "2"]) == 0
     out = capsys.readouterr().out
     assert played == [("RUN", True, None, 500, 2)]
     assert "125 evaluations in a row" in out and "of 10 |" in out
+    saved = json.loads((tmp_path / "frozen_policy.json").read_text())
+    assert list(saved) == ["reacher-ddpg seeds=1 best"]
+    assert saved["reacher-ddpg seeds=1 best"]["members"][0]["blocks"] == 10
     with pytest.raises(SystemExit):
         fp.main(["RUN", "--episodes", "20", "--rounds", "2"])
     assert "less than one --block (100)" in capsys.readouterr().err
