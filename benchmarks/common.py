@@ -103,3 +103,16 @@ def write_results(name: str, data: dict) -> str:
         json.dump(to_jsonable(data), f, indent=2)
         f.write("\n")
     return path
+
+
+def add_result(path: str, key: str, entry: dict) -> None:
+    """Sets ``key`` of the JSON table at ``path`` to ``entry`` and this machine, keeping the
+    other keys (the tables that gather runs over time: stability, frozen_policy)."""
+    data = {}
+    if os.path.isfile(path):
+        with open(path) as f:
+            data = json.load(f)
+    data[key] = dict(entry, machine=machine())
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(data, f, indent=1, sort_keys=True)

@@ -25,14 +25,13 @@ checkpoint read and ``--label``.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import sys
 
 import numpy as np
 
-from benchmarks.common import RESULTS_DIR, machine
+from benchmarks.common import RESULTS_DIR, add_result
 
 RESULTS = os.path.join(RESULTS_DIR, "frozen_policy.json")
 
@@ -82,17 +81,6 @@ def render(rows: list[dict], threshold: float, block: int, evals: int) -> str:
                      f"| {r['std']:.3f} | {r['block_sd']:.3f} | {r['blocks_below']} of "
                      f"{r['blocks']} | {r['stay_counted']:.3f} | {r['stay_normal']:.3f} |")
     return "\n".join(lines)
-
-
-def record(key: str, entry: dict) -> None:
-    data = {}
-    if os.path.isfile(RESULTS):
-        with open(RESULTS) as f:
-            data = json.load(f)
-    data[key] = dict(entry, machine=machine())
-    os.makedirs(RESULTS_DIR, exist_ok=True)
-    with open(RESULTS, "w") as f:
-        json.dump(data, f, indent=1, sort_keys=True)
 
 
 def play(run_dir: str, best: bool, step: int | None, episodes: int, rounds: int
@@ -146,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
              if args.from_checkpoint is not None else "last checkpoint")
     key = " ".join(w for w in (getattr(run.config, "preset", None) or run.config.env_id,
                                f"seeds={len(rows)}", which, args.label) if w)
-    record(key, {"run_dir": os.path.basename(os.path.normpath(args.run_dir)),
+    add_result(RESULTS, key, {"run_dir": os.path.basename(os.path.normpath(args.run_dir)),
                  "threshold": threshold, "block": args.block, "evals": evals, "members": rows})
     return 0
 

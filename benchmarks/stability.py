@@ -40,7 +40,7 @@ import os
 import sys
 import tempfile
 
-from benchmarks.common import RESULTS_DIR, machine
+from benchmarks.common import RESULTS_DIR, add_result
 
 # The CartPole and Reacher presets, envpool and gymnax, memory presets included.
 PRESETS = ("cartpole-a2c", "cartpole-dqn", "cartpole-rainbow", "cartpole-ppo", "cartpole-pqn",
@@ -144,16 +144,9 @@ def render(table: dict) -> str:
 
 
 def record(table: dict, label: str) -> None:
-    data = {}
-    if os.path.isfile(RESULTS):
-        with open(RESULTS) as f:
-            data = json.load(f)
     key = f"{table['preset']} seeds={table['count']} steps={table['total_steps']}"
     key += f" {label}" if label else ""
-    data[key] = dict(table, run_dir=os.path.basename(table["run_dir"]), machine=machine())
-    os.makedirs(RESULTS_DIR, exist_ok=True)
-    with open(RESULTS, "w") as f:
-        json.dump(data, f, indent=1, sort_keys=True)
+    add_result(RESULTS, key, dict(table, run_dir=os.path.basename(table["run_dir"])))
 
 
 def main(argv: list[str] | None = None) -> int:
