@@ -28,6 +28,7 @@ import argparse
 import math
 import os
 import sys
+from statistics import NormalDist
 
 import numpy as np
 
@@ -51,8 +52,7 @@ def stay_chance(mean: float, std: float, block: int, threshold: float, evals: in
     of a policy scoring ``mean`` with episode std ``std`` all stay >= ``threshold``."""
     if std <= 0:
         return float(mean >= threshold)
-    z = (threshold - mean) / (std / math.sqrt(block))
-    below = 0.5 * math.erfc(-z / math.sqrt(2.0))
+    below = NormalDist(mean, std / math.sqrt(block)).cdf(threshold)
     return (1.0 - below) ** evals
 
 
