@@ -52,7 +52,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 import tensorstore as ts
 
-from rljax.run.checksums import CHUNK_BYTES, checksums_of, matches_as_saved
+from rljax.run.checksums import CHUNK_BYTES, checksums_of, unmatched
 
 _TMP_MARK = ".orbax-checkpoint-tmp"
 
@@ -343,11 +343,8 @@ def read(folder: str, step: int, targets: dict[str, Target],
             state=ocp.args.PyTreeRestore(item=item, restore_args=restore_args)))
     arrays = dict(restored["state"])
     # Host arrays (read with another shape, to be rebuilt) are checked by their rebuild.
-    found = checksums_of({k: v for k, v in arrays.items()
-                        if isinstance(v, jax.Array) and k not in unchecked})
-    for k in [k for k in found if len(found[k]) != len(checksums.get(k) or found[k])]:
-        found[k] = checksums[k] if matches_as_saved(arrays[k], checksums[k]) else None
-    bad = [k for k in found if checksums.get(k) != found[k]]
+    bad = unmatched({k: v for k, v in arrays.items()
+                     if isinstance(v, jax.Array) and k not in unchecked}, checksums)
     if bad:
         raise Corrupted(f"{len(bad)} array(s) do not match the checksums saved with them: "
                         + ", ".join(bad[:3]))

@@ -1,7 +1,8 @@
 """The checksums of a checkpoint's arrays: a CRC-32 of every ``CHUNK_BYTES`` piece of
 every shard, computed where the shard lives (:func:`checksums_of`), and the check of arrays read
 back in another layout than they were saved in (:func:`matches_as_saved`: a run split over
-several devices, evaluated or loaded on one)."""
+several devices, evaluated or loaded on one, or resumed over another number of devices);
+:func:`unmatched` is the check of a read."""
 
 from __future__ import annotations
 
@@ -76,3 +77,13 @@ def matches_as_saved(x: jax.Array, sums: list[int]) -> bool:
                         for i in _pieces(b.nbytes)]:
                 return True
     return False
+
+
+def unmatched(arrays: dict[str, jax.Array], saved: dict[str, list[int]]) -> list[str]:
+    """The names of ``arrays`` that match neither their ``saved`` checksums as read nor in
+    any other layout they may have been saved in. The number of checksums does not tell
+    the layout apart: 80 MB saved on one device and read as two 40 MB shards is two
+    checksums either way, so every array that differs as read is checked in the others."""
+    found = checksums_of(arrays)
+    return [k for k, sums in found.items() if sums != saved.get(k)
+            and not (saved.get(k) and matches_as_saved(arrays[k], saved[k]))]

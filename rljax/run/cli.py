@@ -65,7 +65,8 @@ def _build_parser() -> argparse.ArgumentParser:
     train.add_argument("--resume", metavar="RUN_DIR",
                        help="continue the run saved in RUN_DIR from its newest checkpoint; "
                             "other options may change only the step budget, logging, "
-                            "evaluation and checkpoint cadence")
+                            "evaluation and checkpoint cadence, and the CPU threads and "
+                            "devices")
     train.add_argument("--from-checkpoint", metavar="STEP", type=int,
                        help="with --resume: continue from the checkpoint of this env step "
                             "instead of the newest (newer ones are moved to "

@@ -125,7 +125,8 @@ class RunConfig:
                                "CPU", metavar="N", low=0, resumable=True, learning=False)
     cpu_devices: int = setting(1, help="on a CPU, split the seeds (x sweep values) over N host "
                                "devices in one program, one per core (default: the preset's; "
-                               "1: one device)", metavar="N", low=1, high=4096, learning=False)
+                               "1: one device)", metavar="N", low=1, high=4096, resumable=True,
+                               learning=False)
 
     def __post_init__(self):
         if not isinstance(self.env_id, str):  # an env object, adapted once

@@ -103,6 +103,45 @@ def test_a_run_split_over_two_cpu_devices_loads_and_evaluates_on_one(tmp_path):
         assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-3000:]
 
 
+# A run resumed over another number of devices: one device, then two, then one again.
+# The replay's arrays are sized so that both layouts give as many checksums (pieces of
+# 20,000 bytes: 32,000 bytes on one device are 2, and so are two 16,000-byte shards).
+RESPLIT = textwrap.dedent("""
+    import dataclasses, sys
+    import jax, rljax
+    from rljax.run import checkpoint_store, checksums
+    from rljax.run.driver import train_run
+    from rljax.run.presets import from_preset
+
+    rljax.set_cpu_devices(2)
+    checksums.CHUNK_BYTES = checkpoint_store.CHUNK_BYTES = 20_000
+    run = from_preset("cartpole-dqn", num_seeds=2, cpu_devices=2, total_steps=2_000,
+                      buffer_size=1_000, logdir=sys.argv[1], tensorboard=False)
+    run = dataclasses.replace(run, chunk_steps=1_000, cpu_devices=1)
+    first = train_run(run, progress=False)
+    obs = [x for x in jax.tree.leaves(first.state.memory) if x.nbytes == 32_000]
+    assert obs and len(obs[0].sharding.device_set) == 1, obs
+    assert len(jax.devices("cpu")) == 2, jax.devices()
+    done = first.summary["env_steps"]
+    for devices in (2, 1):
+        more = train_run(dataclasses.replace(run, total_steps=done + 1_000,
+                                             cpu_devices=devices),
+                         progress=False, resume=first.run_dir)
+        assert more.summary["resumed_from_step"] == done, (done, more.summary)
+        done = more.summary["env_steps"]
+        leaf = jax.tree.leaves(more.state.agent)[0]
+        assert len(leaf.sharding.device_set) == devices, leaf.sharding
+    print("ok")
+""")
+
+
+@pytest.mark.slow
+def test_a_run_resumes_over_another_number_of_cpu_devices(tmp_path):
+    proc = subprocess.run([sys.executable, "-c", RESPLIT, str(tmp_path)], capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-3000:]
+
+
 @pytest.mark.parametrize("cores,changes,threads,split", [
     (2, {"num_seeds": 64}, 0, 2),
     (4, {"num_seeds": 64}, 0, 4),

@@ -127,3 +127,27 @@ def test_many_members_ppo_restores_its_flat_optimizer_per_parameter(tmp_path, mo
     monkeypatch.setattr(ppo_networks, "PER_ARRAY_MEMBERS", 2)
     _, _, trainer, _ = build(run)
     _assert_restores_per_parameter(tmp_path, trainer, old_named, old_next, 2)
+
+
+def test_checksums_of_another_device_split_match_even_when_as_many(monkeypatch):
+    """An array saved over 2 devices and read on one (or the other way round) is checked
+    in the saved layout even when both layouts give as many checksums: 80 bytes in pieces
+    of 64 are 2 checksums, and so are two 40-byte shards. A flipped byte is still found."""
+    import zlib
+
+    from rljax.run import checksums
+
+    monkeypatch.setattr(checksums, "CHUNK_BYTES", 64)
+    x = np.arange(20, dtype=np.float32).reshape(2, 10)        # 80 bytes, 2 members
+    raw = x.view(np.uint8).reshape(-1)
+    as_one = [zlib.crc32(raw[:64]), zlib.crc32(raw[64:])]     # saved on one device
+    as_two = [zlib.crc32(raw[:40]), zlib.crc32(raw[40:])]     # saved as two shards
+    assert checksums.checksums_of({"x": jnp.asarray(x)}) == {"x": as_one}
+    for saved in (as_one, as_two):
+        assert checksums.unmatched({"x": jnp.asarray(x)}, {"x": saved}) == []
+    flipped = x.copy()
+    flipped.view(np.uint8).reshape(-1)[50] ^= 1
+    for saved in (as_one, as_two):
+        assert checksums.unmatched({"x": jnp.asarray(flipped)}, {"x": saved}) == ["x"]
+    assert checksums.unmatched({"x": jnp.asarray(x)}, {}) == ["x"]    # none saved
+    assert checksums.unmatched({"x": jnp.asarray(x)}, {"x": as_one[:1]}) == ["x"]

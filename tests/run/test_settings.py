@@ -106,7 +106,7 @@ def test_resumable_and_not_learning_sets():
     assert set(RESUMABLE_CHANGES) == {
         "total_steps", "logdir", "tensorboard", "wandb_project", "chunk_steps",
         "checkpoint_every", "keep_checkpoints", "stop_on_solve", "eval_every",
-        "eval_episodes", "cpu_threads", "threshold"}
+        "eval_episodes", "cpu_threads", "cpu_devices", "threshold"}
     assert set(NOT_LEARNING) == {"seed", "num_seeds", "logdir", "tensorboard",
                                  "wandb_project", "eval_every", "eval_episodes",
                                  "checkpoint_every", "keep_checkpoints", "cpu_threads",
