@@ -11,7 +11,7 @@ import pytest
 
 from rljax import cpu_threads
 from rljax.run.config import override
-from rljax.run.presets import ONE_THREAD_MEMBERS, from_preset
+from rljax.run.presets import ONE_THREAD_MEMBERS, from_preset, get_preset
 
 SCRIPT = textwrap.dedent("""
     import dataclasses, os, sys
@@ -157,6 +157,26 @@ def test_a_many_member_preset_splits_its_members_over_the_cores(monkeypatch, cor
     monkeypatch.setattr(cpu_threads, "available_cpus", lambda: cores)
     run = from_preset("gymnax-cartpole-ppo", **changes)
     assert (run.cpu_threads, run.cpu_devices) == (threads, split)
+
+
+@pytest.mark.parametrize("name,cores,changes,split", [
+    ("reacher-td3", 2, {"num_seeds": 8}, 2),
+    ("reacher-td3", 2, {"num_seeds": 2}, 2),
+    ("reacher-td3", 2, {"num_seeds": 3}, 1),            # an odd count stays on one device
+    ("reacher-td3", 2, {}, 1),                          # one seed: nothing to split
+    ("reacher-td3", 4, {"num_seeds": 8}, 4),
+    ("reacher-td3", 2, {"num_seeds": 8, "cpu_devices": 1}, 1),    # given: kept
+    ("reacher-td3", 2, {"num_seeds": 8, "devices": 2}, 1),        # devices given: not both
+    ("reacher-sac", 2, {"num_seeds": 4}, 2),
+    ("reacher-ddpg", 2, {"seed": 3, "sweep": "gamma=0.98,0.99"}, 2),
+    ("halfcheetah-td3", 2, {"num_seeds": 8}, 1),        # not measured: one device
+])
+def test_presets_that_split_members_do_so_from_two(monkeypatch, name, cores, changes, split):
+    """The off-policy Reacher presets split several members over the cores (1.2-2.1x on 2
+    cores, docs/scaling.md); the cores' count and what is given decide how."""
+    monkeypatch.setattr(cpu_threads, "available_cpus", lambda: cores)
+    assert get_preset(name).split_members == (name != "halfcheetah-td3")
+    assert from_preset(name, **changes).cpu_devices == split
 
 
 def test_cpu_devices_that_cannot_split_the_members_are_refused():

@@ -29,12 +29,16 @@ class Preset:
         key_params: agent config fields shown by ``rljax presets`` (a record field by its
             name alone or dotted: ``batch_size``, ``replay.batch_size``).
         notes: anything a user should know about the preset.
+        split_members: on a CPU, split several members (seeds x sweep values) over one
+            host device per core unless ``cpu_devices`` or ``devices`` is given
+            (:func:`rljax.run.presets.from_preset`): for presets measured faster so.
     """
 
     name: str
     run: RunConfig
     key_params: tuple[str, ...] = ()
     notes: str = ""
+    split_members: bool = False
 
     def __post_init__(self):
         if self.run.preset != self.name:
@@ -56,9 +60,9 @@ def algo_of(config: Any) -> str:
 
 
 def preset(*, name: str, key_params: tuple[str, ...], notes: str, config: Any,
-           **run: Any) -> Preset:
+           split_members: bool = False, **run: Any) -> Preset:
     """A Preset whose run is ``RunConfig(preset=name, config=config, **run)``; the
     algorithm is the one ``config`` belongs to, so a preset names it once."""
     return Preset(name=name, run=RunConfig(preset=name, algo=algo_of(config), config=config,
                                            **run),
-                  key_params=key_params, notes=notes)
+                  key_params=key_params, notes=notes, split_members=split_members)

@@ -33,6 +33,7 @@ PRESETS: list[Preset] = [
               "Gaussian noise 0.3 x 0.98^episode (floor 0.1); prioritized replay as the "
               "reference. Solves in ~100-150k env steps; trains the whole 500k budget "
               "(stop_on_solve off) to show the policy stays solved",
+        split_members=True,  # 2 seeds on 2 cores: 2.1x (docs/scaling.md)
     ),
     _preset(
         name="reacher-ddpg-reference",
