@@ -168,7 +168,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="read each row as the mean of it and the K - 1 rows before "
                              "(K x the episodes: a steadier figure near the threshold)")
     parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
-                        help="override an agent config field of every preset trained "
+                        help="override an agent config field or a run setting "
+                             "(eval_every, eval_episodes, cpu_devices, schedule_steps: "
+                             "rljax train's --eval-every ...) of every preset trained "
                              "(added to the results key); repeatable")
     args = parser.parse_args(argv)
     if args.seeds < 1 or args.factor <= 0 or args.window < 1:
