@@ -103,7 +103,7 @@ def from_preset(preset: str | Preset, **changes: Any) -> RunConfig:
     per core (``cpu_devices``: the most cores, up to all this process may run on, that
     divide the members evenly), which ran 64 members of gymnax-cartpole-ppo 1.7x as
     fast as one device on 2 cores (docs/scaling.md). A preset with ``split_members`` (the
-    off-policy Reacher presets) splits from 2 members on: 1.8-2.1x for reacher-td3 and
+    off-policy Reacher presets) splits from 2 members on: 1.8-2.2x for reacher-td3 and
     reacher-ddpg, 1.2x for reacher-sac, on 2 cores (docs/scaling.md).
     """
     base = preset if isinstance(preset, Preset) else get_preset(preset)
