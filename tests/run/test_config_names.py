@@ -58,6 +58,16 @@ def test_presets_keep_their_replay_sizes():
     assert (dqn.replay.buffer_size, dqn.replay.min_replay) == (50_000, 1_000)
 
 
+def test_reacher_ddpg_smooths_its_targets_near_the_exploration_it_stores():
+    """Target-action smoothing of 0.2 over a replay of actions explored with noise 0.03 (the
+    noise floor) queried the critic where no data held it once the early, wider-noise data
+    had left the replay: the policy drifted down past its budget (docs/results.md)."""
+    ddpg = from_preset("reacher-ddpg").config
+    floor = ddpg.gaussian_sigma * ddpg.noise_scale_min
+    assert ddpg.noise == "gaussian" and floor == pytest.approx(0.03)
+    assert 0 < ddpg.target_noise <= 2 * floor
+
+
 # --- DDPG's beta is a schedule, evaluated like DQN's ----------------------------------
 
 
