@@ -349,6 +349,17 @@ def test_novel_prev_action_env_shows_the_last_action_and_trains(tmp_path, capsys
     assert bool(env.step_env(jax.random.key(2), far, 1, params)[3])
     plain = novel_prev_action.NovelCartPole(prev_action=False)
     assert plain.reset_env(jax.random.key(0), params)[0].shape == (2,)
+    # --delta 50: the change of (x, theta) x 1 / tau reads as the velocities one step late
+    late = novel_prev_action.NovelCartPole(prev_action=False, delta=50.0)
+    obs, state = late.reset_env(jax.random.key(3), params)
+    assert obs.shape == (4,) and obs[2:].tolist() == [0.0, 0.0]
+    for action in (1, 1, 0):
+        before = state.inner
+        obs, state, *_ = late.step_env(jax.random.key(4), state, action, params)
+        np.testing.assert_allclose(obs[2:], [before.x_dot, before.theta_dot], rtol=1e-3,
+                                   atol=1e-5)
+    with pytest.raises(ValueError, match="delta scales the change"):
+        novel_prev_action.NovelCartPole(delta=-1.0)
 
     assert novel_prev_action.main([
         "--seeds", "2", "--total-steps", "1024", "--cpu-devices", "1",
@@ -358,6 +369,14 @@ def test_novel_prev_action_env_shows_the_last_action_and_trains(tmp_path, capsys
     config = json.loads(open(f"{run_dir}/config.json").read())
     assert "obs_indices" not in config["env_options"] and config["threshold"] == 475.0
     assert config["env_id"].startswith("object:NovelCartPole"), config["env_id"]
+    # a feed-forward control that anneals nothing trains on it too (no schedule_steps)
+    assert novel_prev_action.main([
+        "--preset", "cartpole-novel-ppo", "--no-prev", "--delta", "50", "--seeds", "1",
+        "--total-steps", "1024", "--cpu-devices", "1", "--logdir", str(tmp_path),
+        "--set", "num_envs=8", "--set", "hidden_sizes=8,8", "--set", "anneal_lr=false"]) == 0
+    config = json.loads(open(capsys.readouterr().out.strip().splitlines()[-1]
+                             + "/config.json").read())
+    assert config["schedule_steps"] is None, config["schedule_steps"]
 
 
 def test_frozen_policy_counts_blocks_and_matches_the_normal_approximation(tmp_path, monkeypatch,
