@@ -177,11 +177,15 @@ class Memory:
         size: units of the core (the carry's width).
         reset_every_step: reset the core's carry before every step (an ablation: the
             network keeps its shape but remembers nothing).
+        separate_critic: PPO-RNN: the critic has a torso and core of its own, so the
+            value loss does not move the actor's memory (False: one torso and core feed
+            both heads). PQN, with one head, refuses it.
     """
 
     core: str = "gru"
     size: int = shape_field(128)
     reset_every_step: bool = False
+    separate_critic: bool = shape_field(False, network=True)
 
     def __post_init__(self):
         if not isinstance(self.core, str):
@@ -189,6 +193,7 @@ class Memory:
                              f"{self.core!r}")
         validate.integer("memory.size", self.size, low=1)
         validate.boolean("reset_every_step", self.reset_every_step)
+        validate.boolean("separate_critic", self.separate_critic)
 
 
 def record_field(default: Any, record: type) -> Any:

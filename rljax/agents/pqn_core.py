@@ -124,6 +124,9 @@ class PQNConfig:
         for name in ("anneal_lr", "layer_norm"):
             validate.boolean(name, getattr(self, name))
         check_memory(self)
+        if self.memory is not None and self.memory.separate_critic:
+            raise ValueError("memory.separate_critic gives PPO-RNN's critic a core of its "
+                             "own; PQN has no critic (one Q-value head): leave it false")
         object.__setattr__(self, "network", import_string(self.network))
         validate.schedule("epsilon", self.epsilon, low=0.0, high=1.0)
         if self.lr_factor is not None:

@@ -38,12 +38,13 @@ class Parts(NamedTuple):
 
 def network(config: PPOConfig, spec: EnvSpec) -> RecurrentNetwork:
     """Torso (the first of ``hidden_sizes``) -> core -> actor and critic heads (the rest of
-    ``hidden_sizes``, then the output layer)."""
+    ``hidden_sizes``, then the output layer); with ``memory.separate_critic`` the critic
+    has a torso and core of its own."""
     return make_recurrent_network(
         spec.obs_shape, config.memory.core, config.memory.size, config.hidden_sizes[:1],
         (HeadSpec(heads.num_outputs(spec), 0.01), HeadSpec(1, 1.0, squeeze=True)),
         head_sizes=config.hidden_sizes[1:], activation=config.activation,
-        network=config.network)
+        network=config.network, towers=2 if config.memory.separate_critic else 1)
 
 
 def init(config: PPOConfig, spec: EnvSpec, parts: Parts, key: PRNGKey) -> RecurrentState:

@@ -46,7 +46,9 @@ CORES: dict[str, type[nn.RNNCellBase]] = {
     "rnn": nn.SimpleCell,
 }
 
-Carry = Any  # [B, H] for a GRU or simple RNN, (c [B, H], h [B, H]) for an LSTM
+# [B, H] for a GRU or simple RNN, (c [B, H], h [B, H]) for an LSTM; with two towers the
+# pair of the actor's and the critic's
+Carry = Any
 
 
 def check_core(kind: Any) -> None:
@@ -85,36 +87,51 @@ class RecurrentModule(nn.Module):
     image: bool = False
     conv_method: str = "matmul"
     network: Any = None  # a user's torso class (rljax.networks.torso) in place of the above
+    towers: int = 1
 
     def setup(self):
-        if self.network is not None:
-            self.torso = self.network()
-        elif self.image:
-            self.torso = (LayerNormNatureCNN(conv_method=self.conv_method) if self.layer_norm
-                          else NatureCNN(conv_method=self.conv_method))
-        elif self.layer_norm:
-            self.torso = LayerNormMLP(tuple(self.torso_sizes), self.activation)
-        else:
-            self.torso = MLP(tuple(self.torso_sizes), activation=self.activation)
-        # recurrent kernels orthogonal without LAPACK (rljax/networks/orthogonal.py)
-        self.cell = CORES[self.kind](features=self.memory_size, kernel_init=LECUN_NORMAL,
-                                     recurrent_kernel_init=orthogonal())
+        self.torso, self.cell = self.make_torso(), self.make_cell()
+        if self.towers == 2:  # a torso and core of its own for the second head (the critic)
+            self.critic_torso, self.critic_cell = self.make_torso(), self.make_cell()
         self.out = [MLP(tuple(self.head_sizes), output_size=h.size, activation=self.activation,
                         output_scale=h.scale) for h in self.heads]
 
-    def embed(self, obs: Array) -> Array:
-        """Torso features ``[..., F]`` of observations ``[..., *obs_shape]``."""
-        return self.torso(obs if self.image and self.network is None
-                          else obs.astype(jnp.float32))
+    def make_cell(self) -> nn.RNNCellBase:
+        # recurrent kernels orthogonal without LAPACK (rljax/networks/orthogonal.py)
+        return CORES[self.kind](features=self.memory_size, kernel_init=LECUN_NORMAL,
+                                recurrent_kernel_init=orthogonal())
 
-    def core(self, carry: Carry, x: Array, reset: Array) -> tuple[Carry, Array]:
+    def make_torso(self) -> nn.Module:
+        if self.network is not None:
+            return self.network()
+        if self.image:
+            return (LayerNormNatureCNN(conv_method=self.conv_method) if self.layer_norm
+                    else NatureCNN(conv_method=self.conv_method))
+        if self.layer_norm:
+            return LayerNormMLP(tuple(self.torso_sizes), self.activation)
+        return MLP(tuple(self.torso_sizes), activation=self.activation)
+
+    def embed(self, obs: Array) -> Any:
+        """Torso features ``[..., F]`` of observations ``[..., *obs_shape]`` (a tuple of
+        one per tower with ``towers`` 2)."""
+        obs = obs if self.image and self.network is None else obs.astype(jnp.float32)
+        if self.towers == 1:
+            return self.torso(obs)
+        return self.torso(obs), self.critic_torso(obs)
+
+    def core(self, carry: Carry, x: Any, reset: Array) -> tuple[Carry, Any]:
         """One core step on features ``[B, F]``, the carry reset first where ``reset``."""
-        return self.cell(reset_carry(carry, reset), x)
+        carry = reset_carry(carry, reset)
+        if self.towers == 1:
+            return self.cell(carry, x)
+        (actor, a), (critic, c) = self.cell(carry[0], x[0]), self.critic_cell(carry[1], x[1])
+        return (actor, critic), (a, c)
 
-    def outputs(self, y: Array) -> tuple[Array, ...]:
-        """The heads on core outputs ``[..., H]``."""
-        return tuple(head(y)[..., 0] if spec.squeeze else head(y)
-                     for head, spec in zip(self.out, self.heads, strict=True))
+    def outputs(self, y: Any) -> tuple[Array, ...]:
+        """The heads on core outputs ``[..., H]`` (head ``i`` on tower ``i``'s)."""
+        ys = (y,) * len(self.heads) if self.towers == 1 else y
+        return tuple(head(yi)[..., 0] if spec.squeeze else head(yi)
+                     for head, spec, yi in zip(self.out, self.heads, ys, strict=True))
 
     def __call__(self, carry: Carry, obs: Array, reset: Array) -> tuple[Carry, tuple]:
         carry, y = self.core(carry, self.embed(obs), reset)
@@ -164,7 +181,7 @@ def make_recurrent_network(obs_shape: Sequence[int], kind: str, memory_size: int
                            torso_sizes: Sequence[int], heads: Sequence[HeadSpec], *,
                            head_sizes: Sequence[int] = (), activation: str = "relu",
                            layer_norm: bool = False, conv_method: str = "matmul",
-                           network: Any = None) -> RecurrentNetwork:
+                           network: Any = None, towers: int = 1) -> RecurrentNetwork:
     """Builds torso -> ``kind`` core of ``memory_size`` units -> ``heads``.
 
     Args:
@@ -179,8 +196,13 @@ def make_recurrent_network(obs_shape: Sequence[int], kind: str, memory_size: int
         conv_method: the Nature CNN's convolutions (frames).
         network: a user's torso, a flax module class or ``"pkg.mod:Class"``
             (:mod:`rljax.networks.torso`), in place of the MLP or CNN; None: those.
+        towers: 1: one torso and core feed every head; 2 (two heads): each head has a
+            torso and core of its own, and the carry is the pair of their carries.
     """
     check_core(kind)
+    if towers not in (1, 2) or (towers == 2 and len(heads) != 2):
+        raise ValueError(f"towers must be 1, or 2 with two heads (one tower each), got "
+                         f"towers={towers!r} with {len(heads)} heads")
     if network is not None:
         check_torso(network, obs_shape)
         network = resolve(network)
@@ -188,10 +210,11 @@ def make_recurrent_network(obs_shape: Sequence[int], kind: str, memory_size: int
                              torso_sizes=tuple(torso_sizes), heads=tuple(heads),
                              head_sizes=tuple(head_sizes), activation=activation,
                              layer_norm=layer_norm, image=len(obs_shape) == 3,
-                             conv_method=conv_method, network=network)
+                             conv_method=conv_method, network=network, towers=towers)
 
     def make_carry(batch_shape: Sequence[int]) -> Carry:
-        return initial_carry(kind, batch_shape, memory_size)
+        carries = tuple(initial_carry(kind, batch_shape, memory_size) for _ in range(towers))
+        return carries[0] if towers == 1 else carries
 
     def init(key: PRNGKey, obs: Array) -> Any:
         batch = obs.shape[:1]
@@ -200,7 +223,7 @@ def make_recurrent_network(obs_shape: Sequence[int], kind: str, memory_size: int
     def unroll(params: Any, carry: Carry, obs: Array, reset: Array) -> Unrolled:
         t, b = reset.shape
         x = module.apply(params, obs.reshape((t * b,) + obs.shape[2:]), method="embed")
-        x = x.reshape((t, b) + x.shape[1:])
+        x = jax.tree.map(lambda f: f.reshape((t, b) + f.shape[1:]), x)
 
         def step(carry, inputs):
             x_t, reset_t = inputs
@@ -208,7 +231,8 @@ def make_recurrent_network(obs_shape: Sequence[int], kind: str, memory_size: int
             return new, (carry, new, y)
 
         _, (carries, after, y) = jax.lax.scan(step, carry, (x, reset))
-        outs = module.apply(params, y.reshape((t * b,) + y.shape[2:]), method="outputs")
+        y = jax.tree.map(lambda f: f.reshape((t * b,) + f.shape[2:]), y)
+        outs = module.apply(params, y, method="outputs")
         outs = tuple(o.reshape((t, b) + o.shape[1:]) for o in outs)
         return Unrolled(carries, after, outs)
 

@@ -92,6 +92,8 @@ CASES = {
     "ppo-gru": ("ppo", "CartPole-v1", _ppo()),
     "ppo-lstm": ("ppo", "CartPole-v1", _ppo(memory=Memory(core="lstm", size=6))),
     "ppo-continuous": ("ppo", "Pendulum-v1", _ppo(normalize_obs=True, reward_scaling=True)),
+    "ppo-separate-critic": ("ppo", "CartPole-v1",
+                            _ppo(memory=Memory(core="gru", size=6, separate_critic=True))),
     "pqn-gru": ("pqn", "CartPole-v1", _pqn()),
 }
 
@@ -162,6 +164,9 @@ def test_update_replays_the_acting_carries_and_outputs_across_episode_ends(case)
 BOOTSTRAP_CASES = {
     "ppo-gru-envpool": ("ppo", "CartPole-v1", _ppo(), 3),
     "ppo-lstm-gymnax": ("ppo", "gymnax:CartPole-v1", _ppo(memory=Memory(core="lstm", size=6)), 3),
+    "ppo-separate-critic-gymnax": (
+        "ppo", "gymnax:CartPole-v1",
+        _ppo(memory=Memory(core="lstm", size=6, separate_critic=True)), 3),
     "pqn-gru-envpool": ("pqn", "CartPole-v1", _pqn(), 3),
     "pqn-gru-gymnax": ("pqn", "gymnax:CartPole-v1", _pqn(), 3),
     "pqn-reset-every-step-gymnax": (
@@ -193,11 +198,12 @@ def test_bootstrap_from_recorded_values_equals_the_heads_after_every_step(case):
     assert np.max(m["err"]) < 1e-5, m["err"]
 
 
-@pytest.mark.parametrize("kind", ["ppo", "pqn", "ppo-lstm", "ppo-rnn"])
+@pytest.mark.parametrize("kind", ["ppo", "pqn", "ppo-lstm", "ppo-rnn", "ppo-separate"])
 def test_act_resets_the_carry_where_new_episode_and_nowhere_else(kind):
     spec = envs.make("CartPole-v1", B, 0, **NOVEL).spec
     core = {"ppo-lstm": "lstm", "ppo-rnn": "rnn"}.get(kind, "gru")
-    config = _pqn() if kind == "pqn" else _ppo(memory=Memory(core=core, size=6))
+    config = _pqn() if kind == "pqn" else _ppo(memory=Memory(
+        core=core, size=6, separate_critic=kind == "ppo-separate"))
     make = pqn.make_pqn if kind == "pqn" else ppo.make_ppo
     agent = make(config, spec)
     state = agent.init(jax.random.key(1))
