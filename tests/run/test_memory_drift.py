@@ -29,6 +29,20 @@ def test_kl_and_span_means_match_numpy():
     assert np.isnan(md.span_means(values, np.zeros_like(alive))[1])
 
 
+def _untrained(tmp_path, **overrides):
+    """A stand-in for a loaded run of the preset (what ``measure`` reads of ``rljax.load``'s
+    Run): its config and spec, and the freshly initialized agent's parameters."""
+    from rljax.run.build import build
+    from rljax.run.presets import from_preset
+
+    config = from_preset("cartpole-novel-ppo-rnn", seed=0, logdir=str(tmp_path),
+                         tensorboard=False, hidden_sizes=(16, 16), **overrides)
+    env, agent, trainer, _ = build(config)
+    state = trainer.init(jax.random.key(0))
+    return types.SimpleNamespace(config=config, spec=env.spec,
+                                 params=agent.params(state.agent))
+
+
 def _moved(run, scale):
     """A stand-in for a later checkpoint: the run's parameters plus a fixed perturbation."""
     keys = iter(jax.random.split(jax.random.key(1), 64))
@@ -40,9 +54,7 @@ def test_seq_equals_full_where_the_loss_sees_all_the_memory(tmp_path, monkeypatc
     """Unrolled from the episode's start (one sequence of the whole episode) or without
     memory (reset every step), the two readings agree; a 16-step unroll from the old
     carries differs from the full one once the carry matters; no change reads zero."""
-    run = rljax.train("cartpole-novel-ppo-rnn", total_steps=2048, seed=0, num_seeds=2,
-                      logdir=str(tmp_path), tensorboard=False, hidden_sizes=(16, 16),
-                      memory=rljax.records.Memory(core="gru", size=16))
+    run = _untrained(tmp_path, num_seeds=2, memory=rljax.records.Memory(core="gru", size=16))
     new = _moved(run, 0.3)
     whole = md.measure(run, new, episodes=8, seq=512, fractions=[1.0])
     for row in whole:
@@ -66,9 +78,8 @@ def test_seq_equals_full_where_the_loss_sees_all_the_memory(tmp_path, monkeypatc
 
 def test_without_memory_the_two_readings_agree(tmp_path):
     """``memory.reset_every_step``: the carry zeroed before every step, nothing to carry."""
-    run = rljax.train("cartpole-novel-ppo-rnn", total_steps=1024, seed=0,
-                      logdir=str(tmp_path), tensorboard=False, hidden_sizes=(16, 16),
-                      memory=rljax.records.Memory(core="gru", size=16, reset_every_step=True))
+    run = _untrained(tmp_path, memory=rljax.records.Memory(core="gru", size=16,
+                                                           reset_every_step=True))
     (row,) = md.measure(run, _moved(run, 0.3), episodes=8, seq=16, fractions=[1.0])
     np.testing.assert_allclose(row["kl_seq"], row["kl_full"], rtol=1e-4)
     assert min(row["kl_full"][:2]) > 0
