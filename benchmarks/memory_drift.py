@@ -33,6 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from benchmarks.common import RESULTS_DIR, add_result
+from rljax.run.rundir import member_slice
 
 RESULTS = os.path.join(RESULTS_DIR, "memory_drift.json")
 HORIZON = 500  # CartPole-v1's time limit
@@ -61,6 +62,7 @@ def make_tools(run, seq: int):
     from gymnax.environments.classic_control.cartpole import CartPole
 
     from rljax.agents import ppo_networks as heads
+    from rljax.agents.recurrent import resets
     from rljax.agents.recurrent_ppo import network
 
     config, spec = run.config.config, run.spec
@@ -72,7 +74,10 @@ def make_tools(run, seq: int):
     indices = jnp.asarray(dict(run.config.env_options).get("obs_indices", range(4)))
     net, env = network(config, spec), CartPole()
     env_params = env.default_params
-    every = bool(config.memory.reset_every_step)  # the carry zeroed before every step
+
+    def no_episode_starts(shape):  # the agent's reset flags where no episode begins
+        return resets(config, jnp.zeros(shape, bool))
+
     steps = -(-HORIZON // seq) * seq  # whole sequences; the steps past the limit not read
 
     def prepare(params, obs):
@@ -86,7 +91,7 @@ def make_tools(run, seq: int):
             states, obs, hidden, alive = carry
             x = prepare(params, obs)
             new_hidden, (logits, _) = net.apply(params["net"]["net"], hidden, x,
-                                                jnp.full((n,), every))
+                                                no_episode_starts((n,)))
             k_act, k_env = jax.random.split(key)
             action = jax.random.categorical(k_act, logits)
             obs2, states2, _, done, _ = jax.vmap(env.step_env, (0, 0, 0, None))(
@@ -102,23 +107,15 @@ def make_tools(run, seq: int):
         x = prepare(params, obs)
         t, n = x.shape[:2]
         full = net.unroll(params["net"]["net"], jax.tree.map(lambda c: c[0], carries), x,
-                          jnp.full((t, n), every)).outputs[0]
+                          no_episode_starts((t, n))).outputs[0]
         starts = jax.tree.map(lambda c: c[::seq], carries)
         pieces = x.reshape((t // seq, seq) + x.shape[1:])
         unroll = lambda c, xs: net.unroll(params["net"]["net"], c, xs,
-                                          jnp.full(xs.shape[:2], every)).outputs[0]
+                                          no_episode_starts(xs.shape[:2])).outputs[0]
         part = jax.vmap(unroll)(starts, pieces).reshape(full.shape)
         return full, part
 
     return jax.jit(play, static_argnums=2), jax.jit(logits, static_argnums=3)
-
-
-def member(tree, i: int, members: int):
-    """Member ``i``'s leaves of a run's parameters (a run of one member has no member
-    axis)."""
-    if members == 1:
-        return tree
-    return jax.tree.map(lambda x: x[i] if getattr(x, "ndim", 0) else x, tree)
 
 
 def measure(old_run, new_run, episodes: int, seq: int, fractions: list[float],
@@ -129,7 +126,8 @@ def measure(old_run, new_run, episodes: int, seq: int, fractions: list[float],
     members = old_run.config.num_members
     rows = []
     for i in range(members):
-        old, new = member(old_run.params, i, members), member(new_run.params, i, members)
+        old = member_slice(old_run.params, i, members)
+        new = member_slice(new_run.params, i, members)
         obs, carries, old_logits, alive = play(old, jax.random.key(seed + i), episodes)
         alive = np.asarray(alive, np.float64)
         alive[HORIZON:] = 0.0
